@@ -1,0 +1,24 @@
+# The two commands of README.md. Both create .venv and install everything on a fresh machine.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test venv clean
+
+demo: $(INSTALLED)
+	$(VENV)/bin/python -m examples.demo
+
+test: $(INSTALLED)
+	$(VENV)/bin/python -m pytest tests
+
+venv: $(INSTALLED)
+
+# Reinstalled whenever setup.py (where the pins live) changes.
+$(INSTALLED): setup.py
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
+	touch $(INSTALLED)
+
+clean:
+	rm -rf $(VENV) .cache placeto-out *.egg-info

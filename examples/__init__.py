@@ -1,0 +1,1 @@
+"""Bundled example graphs (`examples:NAME`) and runnable scripts for each use of tf_placeto."""

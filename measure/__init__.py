@@ -1,0 +1,1 @@
+"""Measurement: real runs of placed graphs, traced step stats."""

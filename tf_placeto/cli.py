@@ -1,0 +1,187 @@
+"""The `tf-placeto` command: parse, call the Python API, print.
+
+Exit codes: 0 done; 1 something failed while working (the line says what, and where the full
+log is); 2 bad input or usage (one line on stderr, nothing written); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tf_placeto import _quiet
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other bad input."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _source_arguments(parser) -> None:
+    parser.add_argument("source", metavar="SOURCE",
+                        help="a SavedModel directory, a GraphDef or MetaGraphDef file "
+                             "(.pb binary, .pbtxt text), or examples:NAME")
+    parser.add_argument("--signature", metavar="NAME",
+                        help="SavedModel signature (default: serving_default, or the only one)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+
+    parser = _Parser(prog="tf-placeto", description="See and change where the ops of a "
+                     "TensorFlow graph run.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show TensorFlow's own log and full tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    inspect = commands.add_parser("inspect", help="ops, edges, colocation groups and groups")
+    _source_arguments(inspect)
+    inspect.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+                         help=f"merge into at most N groups (default {DEFAULT_MAX_GROUPS})")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.set_defaults(handler=_inspect)
+
+    apply = commands.add_parser("apply", help="write a placement into a copy of SOURCE")
+    _source_arguments(apply)
+    apply.add_argument("--placement", required=True, metavar="FILE.json",
+                       help="JSON object: op name -> TensorFlow device string")
+    apply.add_argument("--out", required=True, metavar="OUT",
+                       help="where to write the placed copy (same kind as SOURCE)")
+    apply.add_argument("--devices", metavar="SPEC",
+                       help="devices the placement may use: a count, or comma-separated device "
+                            "names (default: this machine's; the CPU may be split into "
+                            "logical /device:CPU:N)")
+    apply.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    apply.set_defaults(handler=_apply)
+
+    examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
+    examples.set_defaults(handler=_examples)
+    return parser
+
+
+def main(argv=None) -> int:
+    _quiet.set_tensorflow_environment()
+    args = build_parser().parse_args(argv)
+    if args.debug:
+        return args.handler(args)
+    with _quiet.native_stderr_to_log() as log_path:
+        code, message = _run(args)
+    if message:
+        print(message, file=sys.stderr)
+    if code == EXIT_FAILED:
+        print(f"tf-placeto: TensorFlow's log: {log_path}", file=sys.stderr)
+    else:
+        _quiet.remove_log(log_path)
+    return code
+
+
+def _run(args):
+    from tf_placeto.errors import PlacetoError
+
+    try:
+        return args.handler(args), None
+    except PlacetoError as exc:
+        return EXIT_BAD_INPUT, f"tf-placeto: error: {exc}"
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED, "tf-placeto: interrupted"
+    except Exception as exc:  # a failure of ours or TensorFlow's: one line, log kept
+        text = str(exc).strip().splitlines()
+        return EXIT_FAILED, (f"tf-placeto: failed: {type(exc).__name__}: "
+                             f"{text[0] if text else ''} (rerun with --debug for the traceback)")
+
+
+def _inspect(args) -> int:
+    import tf_placeto as tp
+
+    if args.max_groups < 1:
+        from tf_placeto.errors import PlacetoError
+
+        raise PlacetoError(f"--max-groups must be at least 1, not {args.max_groups}")
+    graph = tp.import_graph(args.source, signature=args.signature)
+    groups = tp.group(graph, max_groups=args.max_groups)
+    if args.json:
+        json.dump(_inspect_json(graph, groups), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        _print_inspect(graph, groups, args.max_groups)
+    return EXIT_OK
+
+
+def _group_rows(groups) -> list:
+    work = groups.work
+    rows = []
+    for g in range(len(groups)):
+        types = groups.device_types(g)
+        rows.append({"id": g, "ops": groups.op_names(g), "work": float(work[g]),
+                     "device_types": sorted(types) if types is not None else None})
+    return rows
+
+
+def _inspect_json(graph, groups) -> dict:
+    colocation = groups.colocation
+    return {
+        "source": graph.source.describe(),
+        **groups.summary(),
+        "groups": _group_rows(groups),
+        "group_edges": [[a, b, n] for (a, b), n in sorted(groups.edges.items())],
+        "feedback_edges": [[a, b, n] for (a, b), n in sorted(groups.feedback_edges.items())],
+        "colocation_groups": [
+            {"id": k, "ops": [graph.ops[i].name for i in colocation.members[s]],
+             "rules": colocation.reasons[s]}
+            for k, s in enumerate(colocation.multi_op_sets())],
+    }
+
+
+def _print_inspect(graph, groups, max_groups: int) -> None:
+    import pandas as pd
+
+    s = groups.summary()
+    print(f"source: {graph.source.describe()}")
+    print(f"ops: {s['num_ops']}   data edges: {s['num_edges']}   "
+          f"control edges: {s['num_control_edges']}")
+    print(f"colocation groups: {s['num_colocation_groups']} "
+          "(sets of ops TensorFlow requires on one device)")
+    print(f"groups: {s['num_groups']} (at most {max_groups}), group edges: "
+          f"{s['num_group_edges']}, feedback edges forced by colocation: "
+          f"{s['num_feedback_edges']}")
+    print(f"largest group: {s['largest_group_ops']} ops; estimated work max/mean: "
+          f"{s['work_imbalance']:.2f}")
+    table = pd.DataFrame([{
+        "group": row["id"], "ops": len(row["ops"]), "work (GFLOP)": row["work"] / 1e9,
+        "kernels": ",".join(row["device_types"]) if row["device_types"] else "any",
+        "first op": row["ops"][0]} for row in _group_rows(groups)])
+    with pd.option_context("display.max_colwidth", 70, "display.width", 160):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+def _apply(args) -> int:
+    import tf_placeto as tp
+    from collections import Counter
+
+    result = tp.apply_placement(args.source, args.placement, args.out, devices=args.devices,
+                                signature=args.signature, overwrite=args.overwrite)
+    counts = Counter(result.placement.values())
+    spread = ", ".join(f"{device} ({n} ops)" for device, n in sorted(counts.items()))
+    print(f"wrote {args.out}: {len(result.placement)} ops placed on {spread}")
+    if result.proto.DESCRIPTOR.name == "SavedModel":
+        print("variables keep their devices when loaded with tf.saved_model.load(path, options="
+              "tf.saved_model.LoadOptions(experimental_variable_policy="
+              "tf.saved_model.experimental.VariablePolicy.SAVE_VARIABLE_DEVICES))")
+    return EXIT_OK
+
+
+def _examples(args) -> int:
+    from examples import registry
+
+    for name in registry.names():
+        print(f"examples:{name:<14} {registry.get(name).description}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

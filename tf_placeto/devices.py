@@ -1,0 +1,196 @@
+"""Device sets: which devices a placement may use, with one canonical string per device.
+
+A device is named as TensorFlow names it. Local devices are written `/device:TYPE:N` (valid
+in any job, so a placed graph runs wherever it is loaded); devices of other jobs keep the full
+`/job:NAME/replica:R/task:T/device:TYPE:N`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, Optional, Sequence
+
+from tf_placeto.errors import DeviceError
+
+_LOCAL_JOBS = (None, "localhost")
+_INTEGER = re.compile(r"^\d+$")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Device:
+    job: str
+    replica: int
+    task: int
+    device_type: str
+    index: int
+
+    @property
+    def is_local(self) -> bool:
+        return self.job == "localhost" and self.replica == 0 and self.task == 0
+
+    @property
+    def name(self) -> str:
+        if self.is_local:
+            return f"/device:{self.device_type}:{self.index}"
+        return (f"/job:{self.job}/replica:{self.replica}/task:{self.task}"
+                f"/device:{self.device_type}:{self.index}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_device(text: str) -> Device:
+    """One TensorFlow device string -> Device; it must name one device (type and index)."""
+    import tensorflow as tf
+
+    if not isinstance(text, str) or not text.strip():
+        raise DeviceError(f"{text!r} is not a device name")
+    spec_text = text.strip()
+    if not spec_text.startswith("/"):
+        spec_text = "/device:" + spec_text if ":" in spec_text and "/" not in spec_text \
+            else "/" + spec_text
+    try:
+        spec = tf.DeviceSpec.from_string(spec_text)
+    except (ValueError, TypeError) as exc:
+        raise DeviceError(f"{text!r} is not a TensorFlow device name ({exc})") from exc
+    if spec.device_type is None or spec.device_index is None:
+        raise DeviceError(f"{text!r} does not name one device: give a type and an index, "
+                          "e.g. /device:GPU:0 or /job:worker/task:1/device:CPU:0")
+    if spec.job not in _LOCAL_JOBS and spec.task is None:
+        raise DeviceError(f"{text!r} names job {spec.job!r} but no task")
+    return Device(job=spec.job or "localhost", replica=spec.replica or 0,
+                  task=spec.task or 0, device_type=spec.device_type.upper(),
+                  index=spec.device_index)
+
+
+def canonical_device(text: str) -> str:
+    return parse_device(text).name
+
+
+class DeviceSet:
+    """An ordered set of devices a placement may use.
+
+    `DeviceSet.this_machine()` is open-ended for CPUs: TensorFlow can split the CPU into any
+    number of logical devices (tf.config.set_logical_device_configuration), so /device:CPU:k
+    exists for every k once the program asks for it. GPUs exist as far as they are present.
+    """
+
+    def __init__(self, devices: Iterable[Device], open_cpu: bool = False,
+                 description: Optional[str] = None):
+        self.devices = tuple(dict.fromkeys(devices))
+        self.open_cpu = open_cpu
+        self._names = {d.name: d for d in self.devices}
+        self._description = description
+
+    @classmethod
+    def this_machine(cls) -> "DeviceSet":
+        """The physical devices here, with the CPU splittable into logical CPUs."""
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        devices = [Device("localhost", 0, 0, "CPU", 0)]
+        devices += [Device("localhost", 0, 0, "GPU", i) for i in range(len(gpus))]
+        return cls(devices, open_cpu=True)
+
+    @classmethod
+    def local(cls, count: int) -> "DeviceSet":
+        """`count` devices of the local accelerator type: GPUs if present, else logical CPUs."""
+        import tensorflow as tf
+
+        if count < 1:
+            raise DeviceError(f"a device count must be at least 1, not {count}")
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            if count > len(gpus):
+                raise DeviceError(f"{count} GPUs asked for, but this machine has {len(gpus)}: "
+                                  + ", ".join(f"/device:GPU:{i}" for i in range(len(gpus))))
+            return cls([Device("localhost", 0, 0, "GPU", i) for i in range(count)])
+        return cls([Device("localhost", 0, 0, "CPU", i) for i in range(count)],
+                   description=f"{count} logical CPU devices")
+
+    @classmethod
+    def from_strings(cls, names: Sequence[str]) -> "DeviceSet":
+        """Explicit device names; local ones must exist on this machine."""
+        here = cls.this_machine()
+        devices = []
+        for name in names:
+            device = parse_device(name)
+            if device.is_local:
+                here.check(device.name)
+            devices.append(device)
+        if not devices:
+            raise DeviceError("an empty device list")
+        return cls(devices)
+
+    @classmethod
+    def parse(cls, spec: Optional[str]) -> "DeviceSet":
+        """A command-line device spec: None (this machine), a count, or comma-separated names."""
+        if spec is None or spec.strip() in ("", "local"):
+            return cls.this_machine()
+        if _INTEGER.match(spec.strip()):
+            return cls.local(int(spec))
+        return cls.from_strings([s for s in spec.split(",") if s.strip()])
+
+    def __iter__(self):
+        return iter(self.devices)
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def names(self) -> list:
+        return [d.name for d in self.devices]
+
+    @property
+    def device_types(self) -> set:
+        return {d.device_type for d in self.devices}
+
+    def describe(self) -> str:
+        if self._description:
+            return self._description
+        listed = ", ".join(self.names)
+        if self.open_cpu:
+            listed += " (the CPU may be split into logical devices /device:CPU:N)"
+        return listed
+
+    def check(self, text: str) -> str:
+        """The canonical name of `text` if it is in this set; else a DeviceError listing it."""
+        device = parse_device(text)
+        if device.name in self._names:
+            return device.name
+        if self.open_cpu and device.is_local and device.device_type == "CPU":
+            return device.name
+        hint = ""
+        if not device.is_local and self.open_cpu:
+            hint = "; name the cluster's devices with --devices to use another job"
+        raise DeviceError(f"device {text!r} does not exist; devices: {self.describe()}{hint}")
+
+    def __contains__(self, text: str) -> bool:
+        try:
+            self.check(text)
+        except DeviceError:
+            return False
+        return True
+
+
+def ensure_logical_cpus(count: int) -> None:
+    """Make /device:CPU:0..count-1 exist in this process (before TensorFlow starts its runtime).
+
+    Logical CPUs share one thread pool: they show placement mechanics, not parallel speed.
+    """
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        current = tf.config.get_logical_device_configuration(cpu)
+        if current is None or len(current) < count:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError as exc:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have < count:
+            raise DeviceError(
+                f"TensorFlow already started with {have} CPU device(s) and cannot add more; "
+                f"call tf_placeto.devices.ensure_logical_cpus({count}) before running anything"
+            ) from exc

@@ -1,0 +1,355 @@
+"""GraphDef (with its function library) -> OpGraph, reaching into function bodies.
+
+TF2 programs keep the model inside functions called by (Stateful)PartitionedCall ops. Grappler
+inlines those calls before the step runs, so the ops that really run, and that a placement can
+move, are the body ops. The importer does the same inlining on the protos: each call is
+replaced by its body, arguments are wired to the caller's inputs and the call's outputs to the
+body's return values. Functions of control flow (While, If, ...) run many times or not at all,
+so those ops stay atomic; so do calls that must be compiled by XLA as one cluster.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable, Optional
+
+from tf_placeto.errors import SourceError
+from tf_placeto.graph.op_graph import DataEdge, FunctionInstance, Op, OpGraph, TensorInfo
+
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+_ATOMIC_CALL_ATTRS = ("_XlaMustCompile", "_noinline")
+
+
+def import_graph_def(graph_def, fetches: Optional[Iterable[str]] = None, source=None) -> OpGraph:
+    """Flatten `graph_def` into an OpGraph.
+
+    fetches: top-level tensor or node names the step computes (a signature's outputs). Only
+    ops they need are kept, with whole function bodies; None keeps every top-level node.
+    """
+    flattener = _Flattener(graph_def)
+    flattener.expand_top_level()
+    graph = flattener.build(fetches, source)
+    _fill_missing_top_level_shapes(graph, graph_def)
+    return graph
+
+
+class _Flattener:
+    """Inlines function calls; tensor references are resolved once every body is expanded."""
+
+    def __init__(self, graph_def):
+        self.graph_def = graph_def
+        self.functions = {f.signature.name: f for f in graph_def.library.function}
+        self.ops: list[Op] = []
+        self.op_index: dict[str, int] = {}
+        self.aliases: dict[tuple, tuple] = {}     # call output / function arg -> tensor key
+        self.control_sets: dict[str, list] = {}   # flat call name -> keys that finish it
+        self.data_inputs: list[tuple] = []         # (dst op, dst slot, tensor key)
+        self.control_inputs: list[tuple] = []      # (dst op, control key)
+        self.instances: list[FunctionInstance] = []
+
+    # ---- expansion -------------------------------------------------------------------------
+    def expand_top_level(self):
+        nodes = list(self.graph_def.node)
+        self._expand(nodes, prefix="", scope=None, inherited_controls=[])
+
+    def _expand(self, nodes, prefix: str, scope: Optional[FunctionInstance], inherited_controls):
+        in_function = scope is not None
+        by_name = {n.name: n for n in nodes}
+        for node in nodes:
+            flat = prefix + node.name
+            inputs = [self._parse_input(s, prefix, in_function, by_name) for s in node.input]
+            controls = [k for k in inputs if k[0] == "c"]
+            data = [k for k in inputs if k[0] != "c"]
+            if not node.input:
+                controls = list(inherited_controls)
+            callee = self._inlinable_callee(node)
+            if callee is not None:
+                self._expand_call(node, flat, callee, scope, data, controls)
+                continue
+            if flat in self.op_index or flat in self.control_sets:
+                raise SourceError(f"two ops would both be named {flat!r} after inlining")
+            index = len(self.ops)
+            self.op_index[flat] = index
+            self.ops.append(Op(index=index, name=flat, type=node.op,
+                               requested_device=node.device, node_def=node, scope=scope,
+                               outputs=_output_infos(node, self.functions)))
+            if scope is not None:
+                scope.ops.append(index)
+            for slot, key in enumerate(data):
+                self.data_inputs.append((index, slot, key))
+            for key in controls:
+                self.control_inputs.append((index, key))
+
+    def _expand_call(self, node, flat, callee, scope, data, controls):
+        if flat in self.control_sets or flat in self.op_index:
+            raise SourceError(f"two ops would both be named {flat!r} after inlining")
+        instance = FunctionInstance(function_name=callee.signature.name, prefix=flat + "/",
+                                    parent=scope, call_node=node.name)
+        self.instances.append(instance)
+        if scope is not None:
+            scope.children.append(instance)
+        args = callee.signature.input_arg
+        if len(args) != len(data):
+            raise SourceError(f"call {flat!r} passes {len(data)} inputs to function "
+                              f"{callee.signature.name!r}, which takes {len(args)}")
+        for arg, key in zip(args, data):
+            self.aliases[("a", instance.prefix + arg.name)] = key
+        body = {n.name: n for n in callee.node_def}
+        finished_by = []
+        for k, out_arg in enumerate(callee.signature.output_arg):
+            if out_arg.name not in callee.ret:
+                raise SourceError(f"function {callee.signature.name!r} does not return "
+                                  f"{out_arg.name!r}")
+            key = self._parse_input(callee.ret[out_arg.name], instance.prefix, True, body)
+            self.aliases[("t", flat, k)] = key
+            finished_by.append(key)
+        finished_by += [("c", instance.prefix + name) for name in callee.control_ret.values()]
+        self.control_sets[flat] = finished_by
+        self._expand(list(callee.node_def), instance.prefix, instance, controls)
+
+    def _inlinable_callee(self, node):
+        if node.op in CALL_OPS:
+            name = node.attr["f"].func.name
+        elif node.op in self.functions:
+            name = node.op
+        else:
+            return None
+        callee = self.functions.get(name)
+        if callee is None:
+            raise SourceError(f"op {node.name!r} calls function {name!r}, which is not in "
+                              "the graph's function library")
+        if any(node.attr[a].b for a in _ATOMIC_CALL_ATTRS if a in node.attr) or any(
+                callee.attr[a].b for a in _ATOMIC_CALL_ATTRS if a in callee.attr):
+            return None
+        return callee
+
+    def _parse_input(self, text: str, prefix: str, in_function: bool, by_name) -> tuple:
+        if text.startswith("^"):
+            return ("c", prefix + text[1:])
+        parts = text.split(":")
+        if not in_function:
+            slot = int(parts[1]) if len(parts) > 1 else 0
+            return ("t", prefix + parts[0], slot)
+        if len(parts) == 1:
+            return ("a", prefix + parts[0])
+        if len(parts) != 3 or parts[0] not in by_name:
+            raise SourceError(f"function input {text!r} names no node of the function body")
+        producer = by_name[parts[0]]
+        slot = _output_slot(producer, parts[1], int(parts[2]), self.functions)
+        return ("t", prefix + parts[0], slot)
+
+    # ---- resolution ------------------------------------------------------------------------
+    def _resolve(self, key: tuple) -> tuple:
+        """Follow call outputs and function arguments down to (op index, slot)."""
+        seen = 0
+        while True:
+            if key[0] == "t" and key[1] in self.op_index:
+                return self.op_index[key[1]], key[2]
+            target = self.aliases.get(key)
+            if target is None:
+                what = key[1] if key[0] != "t" else f"{key[1]}:{key[2]}"
+                raise SourceError(f"the graph refers to {what!r}, which does not exist "
+                                  "(the file may be truncated or corrupt)")
+            key = target
+            seen += 1
+            if seen > 10_000:
+                raise SourceError(f"cyclic function call chain at {key[1]!r}")
+
+    def _resolve_control(self, key: tuple) -> list:
+        name = key[1]
+        if name in self.op_index:
+            return [self.op_index[name]]
+        if name not in self.control_sets:
+            raise SourceError(f"the graph has a control dependency on {name!r}, which does not "
+                              "exist (the file may be truncated or corrupt)")
+        result = []
+        for sub in self.control_sets[name]:
+            if sub[0] == "c":
+                result.extend(self._resolve_control(sub))
+            elif sub[0] == "a":
+                continue  # returning an argument unchanged finishes nothing of the body
+            else:
+                result.append(self._resolve(sub)[0])
+        return result
+
+    def build(self, fetches, source) -> OpGraph:
+        data_edges = [DataEdge(*self._resolve(key), dst, slot)
+                      for dst, slot, key in self.data_inputs]
+        control_edges = sorted({(src, dst) for dst, key in self.control_inputs
+                                for src in self._resolve_control(key) if src != dst})
+        keep = None
+        if fetches is not None:
+            keep = self._needed_ops(list(fetches), data_edges, control_edges)
+        return _compact(self.ops, data_edges, control_edges, self.instances, keep, source)
+
+    def _needed_ops(self, fetches, data_edges, control_edges) -> list:
+        targets = []
+        for name in fetches:
+            node, _, slot = name.partition(":")
+            if node in self.op_index:
+                targets.append(self.op_index[node])
+            elif node in self.control_sets:
+                if slot:
+                    targets.append(self._resolve(("t", node, int(slot)))[0])
+                targets.extend(self._resolve_control(("c", node)))
+            else:
+                raise SourceError(f"the signature fetches {name!r}, which is not in the graph")
+        inputs = [[] for _ in self.ops]
+        for e in data_edges:
+            inputs[e.dst].append(e.src)
+        for src, dst in control_edges:
+            inputs[dst].append(src)
+        needed = [False] * len(self.ops)
+        instance_done = set()
+        queue = deque(targets)
+        while queue:
+            i = queue.popleft()
+            if needed[i]:
+                continue
+            needed[i] = True
+            queue.extend(j for j in inputs[i] if not needed[j])
+            scope = self.ops[i].scope
+            while scope is not None and id(scope) not in instance_done:
+                # A called function runs its whole body, not only what the fetch needs.
+                instance_done.add(id(scope))
+                queue.extend(_subtree_ops(scope))
+                scope = scope.parent
+        return [i for i, flag in enumerate(needed) if flag]
+
+
+def _subtree_ops(instance: FunctionInstance):
+    yield from instance.ops
+    for child in instance.children:
+        yield from _subtree_ops(child)
+
+
+def _compact(ops, data_edges, control_edges, instances, keep, source) -> OpGraph:
+    if keep is None:
+        return OpGraph(ops, data_edges, control_edges, instances, source)
+    new_index = {old: new for new, old in enumerate(keep)}
+    kept_ops = []
+    for old in keep:
+        op = ops[old]
+        op.index = new_index[old]
+        kept_ops.append(op)
+    for inst in instances:
+        inst.ops = [new_index[i] for i in inst.ops if i in new_index]
+    live = [inst for inst in instances if any(True for _ in _subtree_ops(inst))]
+    live_ids = {id(inst) for inst in live}
+    for inst in live:
+        inst.children = [c for c in inst.children if id(c) in live_ids]
+    edges = [DataEdge(new_index[e.src], e.src_slot, new_index[e.dst], e.dst_slot)
+             for e in data_edges if e.src in new_index and e.dst in new_index]
+    controls = [(new_index[s], new_index[d]) for s, d in control_edges
+                if s in new_index and d in new_index]
+    return OpGraph(kept_ops, edges, controls, live, source)
+
+
+# ---- op signatures ---------------------------------------------------------------------------
+def _op_def(op_type: str):
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op_type)
+    if op_def is None:
+        raise SourceError(f"op type {op_type!r} is not registered in this TensorFlow "
+                          "(a custom op whose library is not loaded?)")
+    return op_def
+
+
+def _attr(node, op_def, name):
+    if name in node.attr:
+        return node.attr[name]
+    for a in op_def.attr:
+        if a.name == name and a.HasField("default_value"):
+            return a.default_value
+    raise SourceError(f"node {node.name!r} ({node.op}) lacks attribute {name!r}")
+
+
+def _output_layout(node, functions) -> list:
+    """[(output arg name, [dtype enum per tensor])] for a node, from its OpDef or function."""
+    if node.op in functions:
+        layout = []
+        for arg in functions[node.op].signature.output_arg:
+            dtype = arg.type if arg.type else node.attr[arg.type_attr].type
+            layout.append((arg.name, [dtype]))
+        return layout
+    op_def = _op_def(node.op)
+    layout = []
+    for arg in op_def.output_arg:
+        if arg.type_list_attr:
+            dtypes = list(_attr(node, op_def, arg.type_list_attr).list.type)
+        else:
+            dtype = arg.type if arg.type else _attr(node, op_def, arg.type_attr).type
+            count = _attr(node, op_def, arg.number_attr).i if arg.number_attr else 1
+            dtypes = [dtype] * count
+        layout.append((arg.name, dtypes))
+    return layout
+
+
+def _output_slot(node, arg_name: str, index: int, functions) -> int:
+    offset = 0
+    for name, dtypes in _output_layout(node, functions):
+        if name == arg_name:
+            return offset + index
+        offset += len(dtypes)
+    raise SourceError(f"node {node.name!r} ({node.op}) has no output {arg_name!r}")
+
+
+def _output_infos(node, functions) -> list:
+    from tensorflow.python.framework import dtypes as tf_dtypes
+
+    types = [t for _, ts in _output_layout(node, functions) for t in ts]
+    shapes = list(node.attr["_output_shapes"].list.shape) if "_output_shapes" in node.attr else []
+    infos = []
+    for k, enum in enumerate(types):
+        shape = _shape_tuple(shapes[k]) if k < len(shapes) else None
+        infos.append(_tensor_info(tf_dtypes.as_dtype(enum), shape))
+    return infos
+
+
+def _shape_tuple(shape_proto) -> Optional[tuple]:
+    if shape_proto.unknown_rank:
+        return None
+    return tuple(d.size if d.size >= 0 else None for d in shape_proto.dim)
+
+
+def _tensor_info(dtype, shape) -> TensorInfo:
+    dtype = dtype.base_dtype
+    nbytes = None
+    if shape is not None and all(d is not None for d in shape) and dtype.is_numpy_compatible \
+            and dtype.name not in ("string", "resource", "variant"):
+        count = 1
+        for d in shape:
+            count *= d
+        nbytes = count * dtype.size
+    return TensorInfo(dtype=dtype.name, shape=shape, nbytes=nbytes)
+
+
+def _fill_missing_top_level_shapes(graph: OpGraph, graph_def) -> None:
+    """Top-level nodes of a plain GraphDef carry no shapes: ask TensorFlow's shape inference."""
+    missing = [op for op in graph.ops if op.scope is None and op.outputs
+               and any(t.shape is None for t in op.outputs)
+               and "_output_shapes" not in op.node_def.attr]
+    if not missing:
+        return
+    import tensorflow as tf
+
+    with tf.Graph().as_default() as g:
+        try:
+            tf.graph_util.import_graph_def(graph_def, name="")
+        except (ValueError, TypeError, tf.errors.OpError) as exc:
+            raise SourceError(f"TensorFlow cannot import the graph: {_first_line(exc)}") from exc
+        for op in missing:
+            tf_op = g.get_operation_by_name(op.local_name)
+            op.outputs = [_tensor_info(t.dtype, _known_shape(t.shape)) for t in tf_op.outputs]
+
+
+def _known_shape(shape) -> Optional[tuple]:
+    if shape.rank is None:
+        return None
+    return tuple(shape.as_list())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

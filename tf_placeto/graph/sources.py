@@ -1,0 +1,230 @@
+"""What a user hands us -> one GraphDef to import, and how to write a placed copy back.
+
+Kinds: a SavedModel directory, a GraphDef or MetaGraphDef file (.pb binary, .pbtxt text),
+`examples:NAME` (a bundled training step, stored as a SavedModel), and in Python a tf.function
+with example inputs, a ConcreteFunction, a GraphDef or a MetaGraphDef proto.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Optional
+
+from google.protobuf import message as pb_message
+from google.protobuf import text_format
+
+from tf_placeto.errors import SourceError
+
+SAVED_MODEL_FILE = "saved_model.pb"
+DEFAULT_SIGNATURE = "serving_default"
+
+
+@dataclasses.dataclass
+class Source:
+    """A loaded SOURCE: the protos, and what the step fetches.
+
+    kind: "saved_model", "graph_def", "meta_graph_def" or "function".
+    proto: the whole proto as read (SavedModel, GraphDef or MetaGraphDef); never modified.
+    graph_def: the GraphDef to import (inside proto for SavedModel / MetaGraphDef).
+    """
+
+    kind: str
+    proto: Any
+    graph_def: Any
+    fetches: Optional[list]
+    path: Optional[str] = None
+    text_format: bool = False
+    signature: Optional[str] = None
+    meta_graph_index: int = 0
+    function: Any = None          # the ConcreteFunction, for kind "function"
+
+    @property
+    def meta_graph(self):
+        if self.kind == "saved_model":
+            return self.proto.meta_graphs[self.meta_graph_index]
+        if self.kind == "meta_graph_def":
+            return self.proto
+        return None
+
+    def describe(self) -> str:
+        where = self.path or "<in memory>"
+        sig = f", signature {self.signature!r}" if self.signature else ""
+        return f"{self.kind.replace('_', ' ')} {where}{sig}"
+
+
+def load_source(source, *example_args, signature: Optional[str] = None) -> Source:
+    """Read anything tf_placeto accepts as a SOURCE (see module doc)."""
+    if isinstance(source, Source):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if text.startswith("examples:"):
+            from examples import registry
+
+            return load_source(registry.saved_model_path(text[len("examples:"):]),
+                               signature=signature)
+        return _load_path(text, signature)
+    type_name = type(source).__name__
+    if type_name == "GraphDef":
+        return Source("graph_def", source, source, None)
+    if type_name == "MetaGraphDef":
+        sig = _pick_signature(source, signature) if source.signature_def else None
+        return Source("meta_graph_def", source, source.graph_def, _signature_fetches(source, sig),
+                      signature=sig)
+    return _load_function(source, example_args)
+
+
+def _load_path(path: str, signature: Optional[str]) -> Source:
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+            raise SourceError(f"{path}: a directory without {SAVED_MODEL_FILE} is not a SavedModel")
+        return _load_saved_model(path, signature)
+    if os.path.basename(path) == SAVED_MODEL_FILE:
+        return _load_saved_model(os.path.dirname(path) or ".", signature)
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        raise SourceError(f"{path}: the file is empty")
+    proto, is_text = _parse_graph_file(path, data)
+    if type(proto).__name__ == "GraphDef":
+        if signature:
+            raise SourceError(f"{path}: a GraphDef has no signatures (--signature {signature})")
+        return Source("graph_def", proto, proto, None, path=path, text_format=is_text)
+    sig = _pick_signature(proto, signature, path) if (proto.signature_def or signature) else None
+    return Source("meta_graph_def", proto, proto.graph_def, _signature_fetches(proto, sig),
+                  path=path, text_format=is_text, signature=sig)
+
+
+def _parse_graph_file(path: str, data: bytes):
+    """A .pb or .pbtxt holding a GraphDef or a MetaGraphDef: find out which, strictly."""
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    looks_text = path.endswith((".pbtxt", ".txt", ".prototxt")) or _is_probably_text(data)
+    candidates = [meta_graph_pb2.MetaGraphDef, graph_pb2.GraphDef]
+    errors = []
+    for is_text in ([True, False] if looks_text else [False, True]):
+        for cls in candidates:
+            proto = cls()
+            try:
+                if is_text:
+                    text_format.Parse(data.decode("utf-8"), proto)
+                else:
+                    proto.ParseFromString(data)
+            except (pb_message.DecodeError, text_format.ParseError, UnicodeDecodeError,
+                    ValueError) as exc:
+                errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                continue
+            if _plausible(proto):
+                return proto, is_text
+    detail = f" ({errors[0]})" if errors else ""
+    raise SourceError(f"{path}: not a readable GraphDef or MetaGraphDef; the file may be "
+                      f"corrupt or truncated{detail}")
+
+
+def _is_probably_text(data: bytes) -> bool:
+    head = data[:4096]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c >= 32 or c in (9, 10, 13) for c in head)
+
+
+def _plausible(proto) -> bool:
+    """Binary protos parse leniently; accept only one whose nodes look like real nodes."""
+    if type(proto).__name__ == "MetaGraphDef":
+        if proto.meta_info_def.ByteSize() == 0 and not proto.signature_def:
+            return False
+        graph = proto.graph_def
+    else:
+        graph = proto
+    if not graph.node:
+        return False
+    return all(node.name and node.op and node.op.replace("_", "").replace(">", "").isalnum()
+               for node in graph.node)
+
+
+def _load_saved_model(path: str, signature: Optional[str]) -> Source:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    file = os.path.join(path, SAVED_MODEL_FILE)
+    try:
+        with open(file, "rb") as f:
+            proto.ParseFromString(f.read())
+    except pb_message.DecodeError as exc:
+        raise SourceError(f"{file}: corrupt or truncated SavedModel ({exc})") from exc
+    if not proto.meta_graphs or not proto.meta_graphs[0].graph_def.node:
+        raise SourceError(f"{file}: the SavedModel holds no graph (corrupt or truncated?)")
+    index = _serving_meta_graph(proto)
+    meta_graph = proto.meta_graphs[index]
+    sig = _pick_signature(meta_graph, signature, path)
+    return Source("saved_model", proto, meta_graph.graph_def, _signature_fetches(meta_graph, sig),
+                  path=path, signature=sig, meta_graph_index=index)
+
+
+def _serving_meta_graph(proto) -> int:
+    for i, mg in enumerate(proto.meta_graphs):
+        if "serve" in mg.meta_info_def.tags:
+            return i
+    return 0
+
+
+def _pick_signature(meta_graph, signature: Optional[str], where: str = "the MetaGraphDef") -> str:
+    # "__saved_model_init_op" and the like are TensorFlow's bookkeeping, not user signatures.
+    available = sorted(k for k in meta_graph.signature_def if not k.startswith("__"))
+    listed = ", ".join(available) if available else "none"
+    if signature is not None:
+        if signature not in meta_graph.signature_def:
+            raise SourceError(f"{where}: no signature {signature!r} (signatures: {listed})")
+        return signature
+    if DEFAULT_SIGNATURE in meta_graph.signature_def:
+        return DEFAULT_SIGNATURE
+    if len(available) == 1:
+        return available[0]
+    if not available:
+        raise SourceError(f"{where}: it has no signatures; save it with "
+                          "tf.saved_model.save(..., signatures=...)")
+    raise SourceError(f"{where}: several signatures ({listed}); choose one with --signature")
+
+
+def _signature_fetches(meta_graph, signature: Optional[str]) -> Optional[list]:
+    if signature is None:
+        return None
+    outputs = meta_graph.signature_def[signature].outputs
+    return [outputs[k].name for k in sorted(outputs)]
+
+
+def signature_inputs(source: Source) -> dict:
+    """{input key: (tensor name, dtype enum, shape proto)} of the source's signature."""
+    meta_graph = source.meta_graph
+    if meta_graph is None or source.signature is None:
+        return {}
+    inputs = meta_graph.signature_def[source.signature].inputs
+    return {k: (v.name, v.dtype, v.tensor_shape) for k, v in inputs.items()}
+
+
+def _load_function(fn, example_args) -> Source:
+    """A tf.function (traced with `example_args`) or a ConcreteFunction."""
+    import tensorflow as tf
+
+    if isinstance(fn, tf.types.experimental.ConcreteFunction):
+        concrete = fn
+    elif isinstance(fn, tf.types.experimental.PolymorphicFunction) or hasattr(
+            fn, "get_concrete_function"):
+        try:
+            concrete = fn.get_concrete_function(*example_args)
+        except (TypeError, ValueError) as exc:
+            raise SourceError(f"cannot trace {getattr(fn, '__name__', fn)!r} with the example "
+                              f"inputs: {exc}") from exc
+    else:
+        raise SourceError(f"cannot import a {type(fn).__name__}: pass a SavedModel path, a "
+                          "GraphDef/MetaGraphDef file, 'examples:NAME', a tf.function with "
+                          "example inputs, a ConcreteFunction, a GraphDef or a MetaGraphDef")
+    graph_def = concrete.graph.as_graph_def(add_shapes=True)
+    fetches = [t.name for t in concrete.outputs] + [op.name for op in concrete.graph.control_outputs]
+    return Source("function", graph_def, graph_def, fetches or None, function=concrete)

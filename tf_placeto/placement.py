@@ -1,0 +1,122 @@
+"""A placement: op name -> device, checked against the graph's hard rules before any write.
+
+The JSON form is one object mapping op names (as `inspect --json` lists them) to TensorFlow
+device strings. Ops not named keep the device they had, except that a colocation group follows
+any of its named members (TensorFlow would refuse the graph otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import DeviceError, PlacementError
+from tf_placeto.graph.colocation import ColocationSets, colocation_sets
+from tf_placeto.graph.op_graph import OpGraph
+
+_LISTED = 5
+
+
+class Placement(Mapping):
+    """An immutable op name -> canonical device string mapping."""
+
+    def __init__(self, mapping: Mapping):
+        self._devices = dict(mapping)
+
+    def __getitem__(self, name):
+        return self._devices[name]
+
+    def __iter__(self):
+        return iter(self._devices)
+
+    def __len__(self):
+        return len(self._devices)
+
+    def __repr__(self) -> str:
+        used = sorted(set(self._devices.values()))
+        return f"Placement({len(self)} ops on {', '.join(used) or 'no device'})"
+
+    @classmethod
+    def from_json(cls, path: str) -> "Placement":
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError as exc:
+            raise PlacementError(f"{path}: no such placement file") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PlacementError(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(data, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+            raise PlacementError(f"{path}: a placement is a JSON object mapping op names to "
+                                 'device strings, e.g. {"dense/MatMul": "/device:CPU:1"}')
+        return cls(data)
+
+    def to_json(self, path: str) -> None:
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self._devices, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    def devices_used(self) -> list:
+        return sorted(set(self._devices.values()))
+
+    def validate(self, graph: OpGraph, devices: DeviceSet,
+                 colocation: ColocationSets | None = None) -> "Placement":
+        """The placement as it will be written: canonical devices, colocation groups whole.
+
+        Raises PlacementError naming the first few problems: unknown ops, unknown devices,
+        a colocation group asked to split, an op sent where it has no kernel.
+        """
+        unknown = [name for name in self._devices if name not in graph]
+        if unknown:
+            raise PlacementError(
+                f"{len(unknown)} op name(s) not in the graph: {_listed(unknown)} "
+                "(names are those of `tf-placeto inspect --json`)")
+        canonical = {}
+        for name, text in self._devices.items():
+            try:
+                canonical[name] = devices.check(text)
+            except DeviceError as exc:
+                raise PlacementError(f"op {name!r}: {exc}") from exc
+        colocation = colocation or colocation_sets(graph)
+        full = {}
+        for set_id, members in enumerate(colocation.members):
+            named = {graph.ops[i].name: canonical[graph.ops[i].name]
+                     for i in members if graph.ops[i].name in canonical}
+            if not named:
+                continue
+            if len(set(named.values())) > 1:
+                pairs = sorted(named.items(), key=lambda kv: kv[1])
+                (a, da), (b, db) = pairs[0], pairs[-1]
+                raise PlacementError(
+                    f"ops {a!r} ({da}) and {b!r} ({db}) are in one colocation group "
+                    f"({', '.join(colocation.reasons[set_id])}) and must share a device")
+            device = next(iter(named.values()))
+            allowed = colocation.device_types[set_id]
+            device_type = device.split("device:")[-1].split(":")[0]
+            if allowed is not None and device_type not in allowed:
+                culprit = _first_without_kernel(graph, members, device_type)
+                raise PlacementError(
+                    f"op {culprit!r} has no {device_type} kernel, so its colocation group "
+                    f"cannot go to {device} (kernels for: {', '.join(sorted(allowed)) or 'none'})")
+            for i in members:
+                full[graph.ops[i].name] = device
+        return Placement(full)
+
+
+def _first_without_kernel(graph: OpGraph, members, device_type: str) -> str:
+    from tf_placeto.graph.kernels import kernel_device_types
+
+    for i in members:
+        types = kernel_device_types(graph.ops[i].node_def)
+        if types is not None and device_type not in types:
+            return graph.ops[i].name
+    return graph.ops[members[0]].name
+
+
+def _listed(names) -> str:
+    shown = ", ".join(repr(n) for n in names[:_LISTED])
+    return shown + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")

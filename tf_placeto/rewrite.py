@@ -1,0 +1,199 @@
+"""Write a placement back: device strings on NodeDefs, in function bodies too.
+
+The source proto is never touched; every change is made on a copy. A function body called
+from several places gets one FunctionDef per distinct placement of its calls: the first keeps
+the function's name (so the SavedModel's other users of it, such as restored tf.functions,
+run placed too), the others are clones. A SavedModel also records each placed variable's
+device in its object graph, where TensorFlow's loader finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from tf_placeto.errors import SourceError
+from tf_placeto.graph.importer import CALL_OPS
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.graph.sources import SAVED_MODEL_FILE, Source
+
+_FINGERPRINT_FILE = "fingerprint.pb"
+
+
+def placed_proto(source: Source, graph: OpGraph, placement) -> object:
+    """A copy of source.proto with `placement` ({op name: canonical device}) written in."""
+    proto = type(source.proto)()
+    proto.CopyFrom(source.proto)
+    if source.kind == "saved_model":
+        meta_graph = proto.meta_graphs[source.meta_graph_index]
+        graph_def = meta_graph.graph_def
+    elif source.kind == "meta_graph_def":
+        meta_graph, graph_def = proto, proto.graph_def
+    else:
+        meta_graph, graph_def = None, proto
+    device_of = {graph.index(name): device for name, device in placement.items()}
+    top_level = {node.name: node for node in graph_def.node}
+    for i, device in device_of.items():
+        op = graph.ops[i]
+        if op.scope is None:
+            top_level[op.local_name].device = device
+    renamed_roots = _place_functions(graph_def.library, graph, device_of)
+    for call_node, function_name in renamed_roots.items():
+        _point_call_at(top_level[call_node], function_name)
+    if source.kind == "saved_model":
+        _place_saved_variables(meta_graph, graph, device_of)
+    return proto
+
+
+def _place_functions(library, graph: OpGraph, device_of: dict) -> dict:
+    """Edit (or clone) FunctionDefs per call instance; returns {top-level call: new name}."""
+    functions = {f.signature.name: f for f in library.function}
+    gradients = {g.function_name: g.gradient_func for g in library.gradient}
+    originals: dict = {}
+    variants: dict = {}      # function name -> {edit key: final function name}
+    final_name: dict = {}    # id(instance) -> function name its call should use
+    renamed_roots = {}
+    for instance in _post_order([i for i in graph.instances if i.parent is None]):
+        edits = {graph.ops[i].local_name: device_of[i] for i in instance.ops if i in device_of}
+        calls = {c.call_node: final_name[id(c)] for c in instance.children
+                 if final_name[id(c)] != c.function_name}
+        key = (frozenset(edits.items()), frozenset(calls.items()))
+        name = instance.function_name
+        seen = variants.setdefault(name, {})
+        if key not in seen:
+            if not seen:
+                originals[name] = type(functions[name])()
+                originals[name].CopyFrom(functions[name])
+                target, new_name = functions[name], name
+            else:
+                new_name = _unused_name(f"{name}_placeto", functions)
+                target = library.function.add()
+                target.CopyFrom(originals[name])
+                target.signature.name = new_name
+                functions[new_name] = target
+                if name in gradients:
+                    library.gradient.add(function_name=new_name, gradient_func=gradients[name])
+            for node in target.node_def:
+                if node.name in edits:
+                    node.device = edits[node.name]
+                if node.name in calls:
+                    _point_call_at(node, calls[node.name])
+            seen[key] = new_name
+        final_name[id(instance)] = seen[key]
+        if instance.parent is None and seen[key] != name:
+            renamed_roots[instance.call_node] = seen[key]
+    return renamed_roots
+
+
+def _post_order(roots):
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            instance, expanded = stack.pop()
+            if expanded:
+                yield instance
+                continue
+            stack.append((instance, True))
+            stack.extend((child, False) for child in reversed(instance.children))
+
+
+def _unused_name(base: str, taken) -> str:
+    k = 1
+    while f"{base}{k}" in taken:
+        k += 1
+    return f"{base}{k}"
+
+
+def _point_call_at(node, function_name: str) -> None:
+    if node.op in CALL_OPS:
+        node.attr["f"].func.name = function_name
+    else:
+        node.op = function_name
+
+
+def _place_saved_variables(meta_graph, graph: OpGraph, device_of: dict) -> None:
+    """Record placed variables' devices on their SavedVariable objects.
+
+    A signature's top-level call passes the captured variable handles last, in the order of
+    its concrete function's bound_inputs: that pairs each handle op with its object.
+    """
+    objects = meta_graph.object_graph_def
+    for node in meta_graph.graph_def.node:
+        if node.op not in CALL_OPS:
+            continue
+        concrete = objects.concrete_functions.get(node.attr["f"].func.name)
+        if concrete is None or not concrete.bound_inputs:
+            continue
+        data_inputs = [i for i in node.input if not i.startswith("^")]
+        captured = data_inputs[len(data_inputs) - len(concrete.bound_inputs):]
+        for handle, node_id in zip(captured, concrete.bound_inputs):
+            handle_op = handle.split(":")[0]
+            if handle_op not in graph:
+                continue
+            device = device_of.get(graph.index(handle_op))
+            saved = objects.nodes[node_id]
+            if device is not None and saved.WhichOneof("kind") == "variable":
+                saved.variable.device = device
+
+
+# ---- files ---------------------------------------------------------------------------------
+def check_output_path(source_path, out: str, overwrite: bool) -> None:
+    """Refuse an OUT that is SOURCE, lies inside it or holds it, or exists (unless overwrite)."""
+    out_real = os.path.realpath(out)
+    if source_path is not None:
+        src_real = os.path.realpath(source_path)
+        if out_real == src_real:
+            raise SourceError(f"OUT {out} is SOURCE: write the placed copy somewhere else")
+        for inner, outer in ((out_real, src_real), (src_real, out_real)):
+            if inner.startswith(outer.rstrip(os.sep) + os.sep):
+                raise SourceError(f"OUT {out} and SOURCE {source_path} contain one another")
+    if os.path.lexists(out) and not overwrite:
+        raise SourceError(f"OUT {out} exists; pass --overwrite to replace it")
+    parent = os.path.dirname(out_real)
+    if not os.path.isdir(parent):
+        raise SourceError(f"OUT {out}: directory {parent} does not exist")
+
+
+def write_placed(source: Source, proto, out: str, overwrite: bool = False) -> str:
+    """Write `proto` to `out` in the source's own kind; nothing is left half-written."""
+    check_output_path(source.path, out, overwrite)
+    parent = os.path.dirname(os.path.realpath(out))
+    staging = tempfile.mkdtemp(prefix=".tf-placeto-", dir=parent)
+    try:
+        if source.kind == "saved_model":
+            written = os.path.join(staging, "model")
+            shutil.copytree(source.path, written,
+                            ignore=shutil.ignore_patterns(SAVED_MODEL_FILE, _FINGERPRINT_FILE))
+            with open(os.path.join(written, SAVED_MODEL_FILE), "wb") as f:
+                f.write(proto.SerializeToString())
+            _write_fingerprint(written)
+        else:
+            written = os.path.join(staging, "graph")
+            if source.text_format:
+                from google.protobuf import text_format
+
+                with open(written, "w", encoding="utf-8") as f:
+                    f.write(text_format.MessageToString(proto))
+            else:
+                with open(written, "wb") as f:
+                    f.write(proto.SerializeToString())
+        _move_into_place(written, out, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _write_fingerprint(export_dir: str) -> None:
+    """A fresh fingerprint.pb: the copied one would describe the unplaced graph."""
+    from tensorflow.python.saved_model.pywrap_saved_model import fingerprinting
+
+    with open(os.path.join(export_dir, _FINGERPRINT_FILE), "wb") as f:
+        f.write(fingerprinting.CreateFingerprintDef(export_dir))
+
+
+def _move_into_place(written: str, out: str, staging: str) -> None:
+    """Swap `written` in for `out`; a replaced OUT goes to staging, which is then removed."""
+    if os.path.lexists(out):
+        os.replace(out, os.path.join(staging, "replaced"))
+    os.replace(written, out)
