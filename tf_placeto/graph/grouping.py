@@ -3,9 +3,10 @@
 1. Atoms: hard colocation sets (never split), plus producer/consumer pairs that Grappler fuses
    into one kernel (Conv2D+BiasAdd+Relu, ...), so a placement cannot cut a fused chain whose
    profile says it costs one kernel.
-2. Order: atoms sorted by their first op in the graph's demand order (each op just before its
-   first consumer, depth first from the sinks), which keeps chains together and puts a
-   variable next to the layer that reads it.
+2. Order: a topological order of the atoms, ties going to the atom whose first op comes first
+   in the graph's demand order (each op just before its first consumer, depth first from the
+   sinks), which keeps chains together and puts a variable next to the layer that reads it.
+   Where colocation closes a cycle, the atom that comes first in demand order goes first.
 3. Coarsening: the order is cut into at most `max_groups` contiguous pieces of equal weight,
    weight being half estimated work and half op count. Contiguous pieces of an order that all
    group edges follow cannot form a cycle, and the cut is deterministic.
@@ -20,6 +21,7 @@ are a topological order.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import Optional
 
 import numpy as np
@@ -119,11 +121,13 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS,
     atom_of = atoms.labels()
     n_atoms = int(atom_of.max()) + 1 if len(atom_of) else 0
 
-    position = graph.demand_order()
     first = np.full(n_atoms, np.iinfo(np.int64).max)
-    np.minimum.at(first, atom_of, position)
-    atom_rank = np.empty(n_atoms, dtype=np.int64)
-    atom_rank[np.argsort(first, kind="stable")] = np.arange(n_atoms)
+    np.minimum.at(first, atom_of, graph.demand_order())
+    colocated = np.zeros(n_atoms, dtype=bool)
+    for ops in colocation.members:
+        if len(ops) > 1:
+            colocated[atom_of[ops[0]]] = True
+    atom_rank = _atom_order(graph, atom_of, first, colocated)
 
     total_work = op_work.sum() or 1.0
     op_weight = 0.5 * op_work / total_work + 0.5 / max(len(graph.ops), 1)
@@ -141,6 +145,45 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS,
         _add_edge(edges, feedback, group_of[src], group_of[dst], 0)
     return GroupGraph(op_graph=graph, colocation=colocation, group_of=group_of, groups=groups,
                       edges=edges, feedback_edges=feedback, op_work=op_work)
+
+
+def _atom_order(graph: OpGraph, atom_of: np.ndarray, first: np.ndarray,
+                colocated: np.ndarray) -> np.ndarray:
+    """Rank of each atom: Kahn's algorithm over the atom graph, by demand position.
+
+    When every remaining atom waits on another, a colocation set has closed a cycle (fused
+    chains cannot: their producer's only consumer is inside). The remaining colocated atom that
+    comes first in demand order is taken; its unmet inputs become the feedback edges.
+    """
+    n_atoms = len(first)
+    succ = [set() for _ in range(n_atoms)]
+    for src, dst in [(e.src, e.dst) for e in graph.data_edges] + list(graph.control_edges):
+        a, b = atom_of[src], atom_of[dst]
+        if a != b:
+            succ[a].add(b)
+    waiting = np.zeros(n_atoms, dtype=np.int64)
+    for targets in succ:
+        for b in targets:
+            waiting[b] += 1
+    ready = [(first[a], a) for a in range(n_atoms) if waiting[a] == 0]
+    heapq.heapify(ready)
+    # Cycle breakers: colocated atoms first, each kind by demand position.
+    by_position = sorted(range(n_atoms), key=lambda a: (not colocated[a], first[a]))
+    next_forced = 0
+    rank = np.full(n_atoms, -1, dtype=np.int64)
+    for r in range(n_atoms):
+        if ready:
+            _, atom = heapq.heappop(ready)
+        else:
+            while rank[by_position[next_forced]] >= 0:
+                next_forced += 1
+            atom = by_position[next_forced]
+        rank[atom] = r
+        for b in succ[atom]:
+            waiting[b] -= 1
+            if waiting[b] == 0 and rank[b] < 0:
+                heapq.heappush(ready, (first[b], b))
+    return rank
 
 
 def _merge_fusable_chains(graph: OpGraph, atoms: UnionFind) -> None:

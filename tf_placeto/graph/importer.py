@@ -109,6 +109,8 @@ class _Flattener:
 
     def _inlinable_callee(self, node):
         if node.op in CALL_OPS:
+            if "f" not in node.attr:
+                raise SourceError(f"call op {node.name!r} names no function")
             name = node.attr["f"].func.name
         elif node.op in self.functions:
             name = node.op
@@ -270,6 +272,8 @@ def _output_layout(node, functions) -> list:
     if node.op in functions:
         layout = []
         for arg in functions[node.op].signature.output_arg:
+            if not arg.type and arg.type_attr not in node.attr:
+                raise SourceError(f"call {node.name!r} lacks attribute {arg.type_attr!r}")
             dtype = arg.type if arg.type else node.attr[arg.type_attr].type
             layout.append((arg.name, [dtype]))
         return layout

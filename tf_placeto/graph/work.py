@@ -44,7 +44,8 @@ def estimate_work(graph: OpGraph) -> np.ndarray:
         elif op.type in _MATMUL:
             a = input_shapes[op.index].get(0)
             if _known(a) and _known(out_shape) and len(a) >= 2:
-                transposed = op.node_def.attr["transpose_a"].b or op.node_def.attr["adj_x"].b
+                attrs = op.node_def.attr   # read with `in`: indexing a proto map inserts the key
+                transposed = any(attrs[a].b for a in ("transpose_a", "adj_x") if a in attrs)
                 inner = a[-2] if transposed else a[-1]
                 estimate = 2.0 * math.prod(out_shape) * inner
         if estimate is None:

@@ -1,0 +1,106 @@
+"""The tf-placeto command as a user meets it: the inspect/apply contract and bad input."""
+
+import json
+import os
+
+import pytest
+
+from helpers import run_cli, tree_digest
+
+
+@pytest.fixture(scope="module")
+def inspected(mlp_model):
+    result = run_cli("inspect", mlp_model, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_inspect_json_lists_every_op_in_exactly_one_group(inspected):
+    ops = [op for group in inspected["groups"] for op in group["ops"]]
+    assert len(ops) == len(set(ops)) == inspected["num_ops"]
+    assert inspected["num_groups"] == len(inspected["groups"])
+    assert [g["id"] for g in inspected["groups"]] == list(range(inspected["num_groups"]))
+    assert inspected["num_colocation_groups"] == len(inspected["colocation_groups"]) > 0
+
+
+def test_inspect_respects_max_groups(mlp_model):
+    result = run_cli("inspect", mlp_model, "--json", "--max-groups", "3")
+    assert json.loads(result.stdout)["num_groups"] <= 3
+
+
+def test_inspect_prints_a_readable_summary(mlp_model):
+    result = run_cli("inspect", mlp_model)
+    assert result.returncode == 0 and result.stderr == ""
+    assert "ops:" in result.stdout and "colocation groups:" in result.stdout
+    assert "first op" in result.stdout
+
+
+def _round_robin_file(inspected, path):
+    path.write_text(json.dumps({op: f"/device:CPU:{g['id'] % 2}"
+                                for g in inspected["groups"] for op in g["ops"]}))
+    return str(path)
+
+
+def test_apply_writes_the_placed_model(mlp_model, inspected, tmp_path):
+    placement = _round_robin_file(inspected, tmp_path / "p.json")
+    out = str(tmp_path / "out")
+    result = run_cli("apply", mlp_model, "--placement", placement, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "/device:CPU:1" in result.stdout
+    assert os.path.isfile(os.path.join(out, "saved_model.pb"))
+
+
+def _bad_inputs(mlp_model, inspected, tmp):
+    colocated = inspected["colocation_groups"][0]["ops"]
+    files = {
+        "unknown_op.json": {"no/such/op": "/device:CPU:0"},
+        "unknown_device.json": {colocated[0]: "/device:GPU:7"},
+        "not_a_device.json": {colocated[0]: "banana"},
+        "split.json": {colocated[0]: "/device:CPU:0", colocated[1]: "/device:CPU:1"},
+        "list.json": ["not", "an", "object"],
+    }
+    for name, content in files.items():
+        (tmp / name).write_text(json.dumps(content))
+    with open(os.path.join(mlp_model, "saved_model.pb"), "rb") as f:
+        data = f.read()
+    (tmp / "truncated.pb").write_bytes(data[: len(data) // 3])
+    (tmp / "empty.pb").write_bytes(b"")
+    truncated_dir = tmp / "truncated_model"
+    truncated_dir.mkdir()
+    (truncated_dir / "saved_model.pb").write_bytes(data[: len(data) // 2])
+    (tmp / "not_a_model").mkdir()
+    good = str(tmp / "good.json")
+    (tmp / "good.json").write_text("{}")
+    out = str(tmp / "out")
+    return {
+        "missing path": ["inspect", str(tmp / "missing")],
+        "truncated .pb": ["inspect", str(tmp / "truncated.pb")],
+        "empty file": ["inspect", str(tmp / "empty.pb")],
+        "truncated SavedModel": ["inspect", str(truncated_dir)],
+        "not a SavedModel": ["inspect", str(tmp / "not_a_model")],
+        "unknown signature": ["inspect", mlp_model, "--signature", "nope"],
+        "unknown example": ["inspect", "examples:nope"],
+        "bad max groups": ["inspect", mlp_model, "--max-groups", "0"],
+        "unknown op": ["apply", mlp_model, "--placement", str(tmp / "unknown_op.json"), "--out", out],
+        "unknown device": ["apply", mlp_model, "--placement", str(tmp / "unknown_device.json"), "--out", out],
+        "not a device": ["apply", mlp_model, "--placement", str(tmp / "not_a_device.json"), "--out", out],
+        "split colocation": ["apply", mlp_model, "--placement", str(tmp / "split.json"), "--out", out],
+        "placement not an object": ["apply", mlp_model, "--placement", str(tmp / "list.json"), "--out", out],
+        "missing placement": ["apply", mlp_model, "--placement", str(tmp / "none.json"), "--out", out],
+        "OUT is SOURCE": ["apply", mlp_model, "--placement", good, "--out", mlp_model],
+        "usage": ["apply", mlp_model],
+    }
+
+
+def test_bad_input_gives_one_line_and_changes_nothing(mlp_model, inspected, tmp_path):
+    cases = _bad_inputs(mlp_model, inspected, tmp_path)
+    before = tree_digest(mlp_model)
+    for label, args in cases.items():
+        result = run_cli(*args)
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2, (label, result.stderr)
+        assert len(lines) == 1 and lines[0].startswith("tf-placeto"), (label, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert not os.path.exists(tmp_path / "out"), label
+    assert tree_digest(mlp_model) == before

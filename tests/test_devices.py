@@ -1,0 +1,48 @@
+"""Device names: parsing, canonical form, existence checks with helpful errors."""
+
+import pytest
+
+from tf_placeto.devices import DeviceSet, canonical_device, parse_device
+from tf_placeto.errors import DeviceError
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("/device:CPU:1", "/device:CPU:1"),
+    ("/cpu:1", "/device:CPU:1"),
+    ("CPU:1", "/device:CPU:1"),
+    ("/job:localhost/replica:0/task:0/device:CPU:1", "/device:CPU:1"),
+    ("/job:worker/replica:0/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:0"),
+    ("/job:worker/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:0"),
+    ("/job:worker/task:3/gpu:2", "/job:worker/replica:0/task:3/device:GPU:2"),
+])
+def test_canonical_names(text, canonical):
+    assert canonical_device(text) == canonical
+
+
+@pytest.mark.parametrize("text", ["banana", "", "/device:CPU", "/job:worker", "/job:worker/device:CPU:0"])
+def test_names_that_are_not_one_device(text):
+    with pytest.raises(DeviceError):
+        parse_device(text)
+
+
+def test_this_machine_lists_what_exists_when_asked_for_a_missing_gpu():
+    here = DeviceSet.this_machine()
+    assert here.check("/cpu:3") == "/device:CPU:3"         # logical CPUs can be made
+    with pytest.raises(DeviceError, match=r"/device:CPU:0"):
+        here.check("/device:GPU:7")
+
+
+def test_a_count_means_local_accelerators_or_logical_cpus():
+    devices = DeviceSet.parse("3")
+    assert len(devices) == 3
+    assert devices.device_types <= {"CPU", "GPU"}
+
+
+def test_explicit_remote_devices_are_taken_as_declared():
+    devices = DeviceSet.parse("/job:worker/task:0/device:CPU:0,/job:worker/task:1/device:CPU:0")
+    assert devices.names == ["/job:worker/replica:0/task:0/device:CPU:0",
+                             "/job:worker/replica:0/task:1/device:CPU:0"]
+    with pytest.raises(DeviceError, match="task:0/device:CPU:0"):
+        devices.check("/job:worker/task:2/device:CPU:0")
+    with pytest.raises(DeviceError):
+        DeviceSet.parse("/device:GPU:9")                    # local, and not here

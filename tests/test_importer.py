@@ -1,0 +1,137 @@
+"""Import: function bodies are reached, edges and sizes kept, signatures pruned, bad graphs refused."""
+
+import pytest
+import tensorflow as tf
+
+import tf_placeto as tp
+from tf_placeto.errors import SourceError
+
+SPEC = tf.TensorSpec([4, 4], tf.float32)
+
+
+@tf.function
+def _inner(x):
+    return tf.nn.relu(tf.matmul(x, x))
+
+
+@tf.function
+def _outer(x):
+    return _inner(x) + _inner(x * 2.0)
+
+
+def test_ops_inside_nested_functions_are_reached_per_call_site():
+    graph = tp.import_graph(_outer, SPEC)
+    names = {op.name for op in graph.ops}
+    matmuls = sorted(n for n in names if n.endswith("MatMul"))
+    assert len(matmuls) == 2 and matmuls[0] != matmuls[1]
+    assert all("PartitionedCall" in n for n in matmuls)
+    # The call ops themselves are gone: their bodies run instead.
+    assert not [op for op in graph.ops if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert len(graph.instances) == 2
+
+
+def test_arguments_and_results_are_wired_through_the_call():
+    graph = tp.import_graph(_outer, SPEC)
+    producers = {}
+    for e in graph.data_edges:
+        producers.setdefault(graph.ops[e.dst].name, []).append(graph.ops[e.src].name)
+    first, second = sorted(n for n in producers if n.endswith("MatMul"))
+    assert set(producers[first]) == {"x"}            # the outer placeholder, through the arg
+    assert set(producers[second]) == {"mul"}         # x * 2.0, through the second call's arg
+    add = next(op.name for op in graph.ops if op.type == "AddV2")
+    # Each call's result arrives from the Identity its body returns.
+    assert sorted(producers[add]) == ["PartitionedCall/Identity", "PartitionedCall_1/Identity"]
+
+
+def test_tensor_sizes_come_from_shapes():
+    graph = tp.import_graph(_outer, SPEC)
+    matmul = next(op for op in graph.ops if op.type == "MatMul")
+    assert matmul.outputs[0].shape == (4, 4)
+    assert matmul.outputs[0].nbytes == 4 * 4 * 4
+    assert matmul.outputs[0].dtype == "float32"
+
+
+def test_control_edges_are_kept():
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def step(x):
+        v.assign_add(x)
+        return v.read_value() * 2.0
+
+    graph = tp.import_graph(step, tf.TensorSpec([], tf.float32))
+    assign = graph.index(next(op.name for op in graph.ops if op.type == "AssignAddVariableOp"))
+    assert any(src == assign for src, _ in graph.control_edges)
+
+
+def test_jit_compiled_functions_stay_atomic():
+    @tf.function(jit_compile=True)
+    def compiled(x):
+        return tf.matmul(x, x) + 1.0
+
+    @tf.function
+    def caller(x):
+        return compiled(x) * 3.0
+
+    graph = tp.import_graph(caller, SPEC)
+    assert any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.ops)
+    assert not any(op.type == "MatMul" for op in graph.ops)
+
+
+def test_while_loops_are_one_op():
+    @tf.function
+    def loop(x):
+        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2.0), (0, x))[1]
+
+    graph = tp.import_graph(loop, SPEC)
+    assert sum(op.type in ("While", "StatelessWhile") for op in graph.ops) == 1
+
+
+def test_saved_model_signature_keeps_only_what_the_step_runs(mlp_model):
+    graph = tp.import_graph(mlp_model)
+    names = {op.name for op in graph.ops}
+    assert graph.source.signature == "train_step"
+    assert not any(n.startswith("saver_filename") for n in names)   # the checkpoint machinery
+    types = {op.type for op in graph.ops}
+    assert {"MatMul", "VarHandleOp", "AssignVariableOp"} <= types
+    # The update of a variable is inside the signature's function body.
+    assert any(op.scope is not None and op.type == "AssignVariableOp" for op in graph.ops)
+
+
+def test_graph_def_and_meta_graph_def_protos():
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [2, 3], name="a")
+        tf.identity(tf.matmul(a, tf.ones([3, 5])), name="out")
+    graph = tp.import_graph(g.as_graph_def())
+    out = graph.op("out")
+    assert out.outputs[0].shape == (2, 5)           # inferred: plain GraphDefs carry no shapes
+    with g.as_default():
+        meta = tf.compat.v1.train.export_meta_graph()
+    assert len(tp.import_graph(meta)) == len(graph)
+
+
+def test_a_graph_referring_to_a_missing_node_is_refused():
+    g = tf.Graph()
+    with g.as_default():
+        tf.identity(tf.constant(1.0), name="out")
+    graph_def = g.as_graph_def()
+    graph_def.node[-1].input[0] = "vanished"
+    with pytest.raises(SourceError, match="vanished"):
+        tp.import_graph(graph_def)
+
+
+def test_unsupported_python_objects_are_refused():
+    with pytest.raises(SourceError, match="cannot import"):
+        tp.import_graph(42)
+
+
+def test_importing_grouping_and_validating_leave_the_source_proto_untouched(small_cnn_model):
+    """Reading a proto map with [] inserts the key: none of our reads may do that."""
+    source = tp.load_source(small_cnn_model)
+    before = source.proto.SerializeToString(deterministic=True)
+    graph = tp.import_graph(source)
+    groups = tp.group(graph, max_groups=8)
+    tp.Placement(groups.placement_for(["/device:CPU:0"] * len(groups))).validate(
+        graph, tp.DeviceSet.this_machine())
+    assert source.proto.SerializeToString(deterministic=True) == before

@@ -1,0 +1,34 @@
+"""OpGraph: orders and tables over the imported ops."""
+
+import tensorflow as tf
+
+import tf_placeto as tp
+
+
+def _diamond():
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant([1.0, 2.0], name="a")
+        b = tf.math.square(a, name="b")
+        c = tf.math.sqrt(a, name="c")
+        tf.add(b, c, name="d")
+    return tp.import_graph(g.as_graph_def())
+
+
+def test_orders_respect_every_edge():
+    graph = _diamond()
+    position = graph.demand_order()
+    order = graph.topological_order()
+    rank = {op: k for k, op in enumerate(order)}
+    for e in graph.data_edges:
+        assert position[e.src] < position[e.dst]
+        assert rank[e.src] < rank[e.dst]
+    assert sorted(position.tolist()) == list(range(len(graph)))
+
+
+def test_dataframe_has_a_row_per_op():
+    graph = _diamond()
+    table = graph.to_dataframe()
+    assert list(table["name"]) == [op.name for op in graph.ops]
+    assert table.set_index("name").loc["d", "inputs"] == 2
+    assert table.set_index("name").loc["a", "consumers"] == 2

@@ -1,0 +1,36 @@
+"""Traced runs: outputs and the device every node ran on, from TensorFlow's step stats."""
+
+import numpy as np
+import pytest
+
+from measure.trace import example_feeds, run_traced
+from tf_placeto.graph.sources import load_source
+
+
+def test_feeds_are_deterministic_and_valid_labels(mlp_model):
+    a = example_feeds(load_source(mlp_model), seed=3)
+    b = example_feeds(load_source(mlp_model), seed=3)
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key][1], b[key][1])
+    labels = [value for _, value in a.values() if value.dtype.kind == "i"]
+    assert labels and all((v == 0).all() for v in labels)
+
+
+def test_unplaced_model_runs_on_the_first_cpu(mlp_model):
+    traced = run_traced(mlp_model, num_cpus=2)
+    assert np.isfinite(traced.outputs["loss"])
+    assert set(traced.op_devices.values()) == {"/device:CPU:0"}
+    assert traced.ops_on("/device:CPU:0")
+
+
+def test_only_saved_models_are_run(tmp_path):
+    import tensorflow as tf
+
+    path = tmp_path / "g.pbtxt"
+    g = tf.Graph()
+    with g.as_default():
+        tf.constant(1.0, name="c")
+    tf.io.write_graph(g.as_graph_def(), str(tmp_path), "g.pbtxt")
+    with pytest.raises(ValueError, match="SavedModels"):
+        run_traced(str(path))
