@@ -43,8 +43,8 @@ def test_a_variable_is_colocated_with_its_readers_and_updates(mlp_model):
 def test_kernel_registry_answers_per_device_type():
     g = tf.Graph()
     with g.as_default():
-        s = tf.strings.join([tf.constant("a"), tf.constant("b")], name="join")
-        m = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]), name="mm")
+        tf.strings.join([tf.constant("a"), tf.constant("b")], name="join")
+        tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]), name="mm")
     nodes = {n.name: n for n in g.as_graph_def().node}
     assert kernel_device_types(nodes["join"]) == frozenset({"CPU"})
     assert {"CPU", "GPU"} <= kernel_device_types(nodes["mm"])
@@ -59,3 +59,16 @@ def test_a_set_may_only_go_where_every_member_has_a_kernel():
     graph = tp.import_graph(g.as_graph_def())
     sets = colocation_sets(graph)
     assert sets.device_types[sets.set_of[graph.index("length")]] == frozenset({"CPU"})
+
+
+def test_ref_variables_are_colocated_with_their_users():
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("v", [2], use_resource=False)
+        tf.compat.v1.assign_add(v, [1.0, 1.0], name="bump")
+        tf.identity(v, name="read")
+    graph = tp.import_graph(g.as_graph_def())
+    sets = colocation_sets(graph)
+    members = _set_names(graph, sets, "v")
+    assert {"v", "bump", "v/read"} <= members       # both take the ref tensor
+    assert "read" not in members                    # takes v/read's plain float output

@@ -135,3 +135,9 @@ def test_importing_grouping_and_validating_leave_the_source_proto_untouched(smal
     tp.Placement(groups.placement_for(["/device:CPU:0"] * len(groups))).validate(
         graph, tp.DeviceSet.this_machine())
     assert source.proto.SerializeToString(deterministic=True) == before
+
+
+def test_a_concrete_function_is_imported_like_its_tf_function():
+    concrete = _outer.get_concrete_function(SPEC)
+    assert [op.name for op in tp.import_graph(concrete).ops] == \
+        [op.name for op in tp.import_graph(_outer, SPEC).ops]

@@ -5,7 +5,6 @@ The placed copy is loaded by plain TensorFlow in a fresh process with two logica
 """
 
 import json
-import os
 import textwrap
 
 import pytest

@@ -85,26 +85,21 @@ class DeviceSet:
 
     @classmethod
     def this_machine(cls) -> "DeviceSet":
-        """The physical devices here, with the CPU splittable into logical CPUs."""
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
+        """This machine's GPUs (logical ones, where a GPU is split), and a splittable CPU."""
         devices = [Device("localhost", 0, 0, "CPU", 0)]
-        devices += [Device("localhost", 0, 0, "GPU", i) for i in range(len(gpus))]
+        devices += [Device("localhost", 0, 0, "GPU", i) for i in range(_logical_gpu_count())]
         return cls(devices, open_cpu=True)
 
     @classmethod
     def local(cls, count: int) -> "DeviceSet":
         """`count` devices of the local accelerator type: GPUs if present, else logical CPUs."""
-        import tensorflow as tf
-
         if count < 1:
             raise DeviceError(f"a device count must be at least 1, not {count}")
-        gpus = tf.config.list_physical_devices("GPU")
+        gpus = _logical_gpu_count()
         if gpus:
-            if count > len(gpus):
-                raise DeviceError(f"{count} GPUs asked for, but this machine has {len(gpus)}: "
-                                  + ", ".join(f"/device:GPU:{i}" for i in range(len(gpus))))
+            if count > gpus:
+                raise DeviceError(f"{count} GPUs asked for, but this machine has {gpus}: "
+                                  + ", ".join(f"/device:GPU:{i}" for i in range(gpus)))
             return cls([Device("localhost", 0, 0, "GPU", i) for i in range(count)])
         return cls([Device("localhost", 0, 0, "CPU", i) for i in range(count)],
                    description=f"{count} logical CPU devices")
@@ -166,31 +161,13 @@ class DeviceSet:
             hint = "; name the cluster's devices with --devices to use another job"
         raise DeviceError(f"device {text!r} does not exist; devices: {self.describe()}{hint}")
 
-    def __contains__(self, text: str) -> bool:
-        try:
-            self.check(text)
-        except DeviceError:
-            return False
-        return True
 
+def _logical_gpu_count() -> int:
+    """GPUs as TensorFlow will number them: a GPU split into logical devices counts each.
 
-def ensure_logical_cpus(count: int) -> None:
-    """Make /device:CPU:0..count-1 exist in this process (before TensorFlow starts its runtime).
-
-    Logical CPUs share one thread pool: they show placement mechanics, not parallel speed.
+    Read from the configuration, so that asking does not start TensorFlow's runtime.
     """
     import tensorflow as tf
 
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    try:
-        current = tf.config.get_logical_device_configuration(cpu)
-        if current is None or len(current) < count:
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration()] * count)
-    except RuntimeError as exc:
-        have = len(tf.config.list_logical_devices("CPU"))
-        if have < count:
-            raise DeviceError(
-                f"TensorFlow already started with {have} CPU device(s) and cannot add more; "
-                f"call tf_placeto.devices.ensure_logical_cpus({count}) before running anything"
-            ) from exc
+    return sum(len(tf.config.get_logical_device_configuration(gpu) or [None])
+               for gpu in tf.config.list_physical_devices("GPU"))

@@ -60,9 +60,6 @@ class Placement(Mapping):
             f.write("\n")
         os.replace(tmp, path)
 
-    def devices_used(self) -> list:
-        return sorted(set(self._devices.values()))
-
     def validate(self, graph: OpGraph, devices: DeviceSet,
                  colocation: ColocationSets | None = None) -> "Placement":
         """The placement as it will be written: canonical devices, colocation groups whole.

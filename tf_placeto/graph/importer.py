@@ -318,14 +318,15 @@ def _shape_tuple(shape_proto) -> Optional[tuple]:
 
 
 def _tensor_info(dtype, shape) -> TensorInfo:
-    dtype = dtype.base_dtype
+    """dtype keeps a `_ref` suffix (TF1 variables: colocation needs it); size uses the base."""
+    base = dtype.base_dtype
     nbytes = None
-    if shape is not None and all(d is not None for d in shape) and dtype.is_numpy_compatible \
-            and dtype.name not in ("string", "resource", "variant"):
+    if shape is not None and all(d is not None for d in shape) and base.is_numpy_compatible \
+            and base.name not in ("string", "resource", "variant"):
         count = 1
         for d in shape:
             count *= d
-        nbytes = count * dtype.size
+        nbytes = count * base.size
     return TensorInfo(dtype=dtype.name, shape=shape, nbytes=nbytes)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -197,6 +197,3 @@ class OpGraph:
             "inputs": indeg,
             "consumers": outdeg,
         })
-
-    def ops_named(self, names: Iterable[str]) -> list:
-        return [self._by_name[n] for n in names]
