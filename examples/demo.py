@@ -49,7 +49,7 @@ def run(args) -> bool:
 
     import tf_placeto as tp
     from examples import registry
-    from measure.trace import run_traced
+    from measure.runner import run_traced
 
     start = time.perf_counter()
 
@@ -83,7 +83,7 @@ def run(args) -> bool:
     placed = run_traced(out, num_cpus=2)
     same = all(np.allclose(placed.outputs[k], original.outputs[k], rtol=1e-5)
                for k in original.outputs)
-    ran = {n: d for n, d in placed.op_devices.items() if n in result.placement}
+    ran = {n: d for n, d in placed.node_devices.items() if n in result.placement}
     wrong = [n for n, d in ran.items() if d != result.placement[n]]
     per_device = Counter(ran.values())
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 
+from tf_placeto.cache import cache_dir
 from tf_placeto.errors import SourceError
 
 SIGNATURE = "train_step"
@@ -49,18 +50,12 @@ def get(name: str) -> Example:
     return EXAMPLES[name]
 
 
-def cache_dir() -> str:
-    return os.environ.get("TF_PLACETO_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tf_placeto")
-
-
 def saved_model_path(name: str) -> str:
     """The example's SavedModel, built now if this TensorFlow version has none cached."""
     import tensorflow as tf
 
     example = get(name)
-    path = os.path.join(cache_dir(), "examples",
-                        f"{example.name}-v{example.version}-tf{tf.__version__}")
+    path = cache_dir("examples", f"{example.name}-v{example.version}-tf{tf.__version__}")
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -64,10 +64,10 @@ def test_round_robin_placement_of_a_keras_application(keras_app, tmp_path):
     assert len(original_devices) == 1
     assert [d.rsplit("/", 1)[-1] for d in placed_devices] == ["device:CPU:0", "device:CPU:1"]
 
-    from measure.trace import run_traced
+    from measure.runner import run_traced
 
     traced = run_traced(out)
     placed = json.loads(placement.read_text())
-    ran = {n: d for n, d in traced.op_devices.items() if n in placed}
+    ran = {n: d for n, d in traced.node_devices.items() if n in placed}
     assert ran and all(placed[n] == d for n, d in ran.items())
     assert set(ran.values()) == {"/device:CPU:0", "/device:CPU:1"}

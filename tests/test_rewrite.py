@@ -1,7 +1,7 @@
 """Write-back: the placed copy runs, gives the same outputs, and its ops run where asked.
 
 "Where asked" is read from TensorFlow's own step stats of a fully traced run on several
-logical CPU devices (measure.trace), not from the protos we wrote.
+logical CPU devices (measure.runner), not from the protos we wrote.
 """
 
 import os
@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import tf_placeto as tp
 from helpers import round_robin, tree_digest
-from measure.trace import run_traced
+from measure.runner import run_traced
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.sources import load_source
 
@@ -21,7 +21,7 @@ CPU0, CPU1 = "/device:CPU:0", "/device:CPU:1"
 
 def _check_traced_devices(traced, placement):
     """Every placed op that ran under its own name ran on its placed device."""
-    ran = {name: traced.op_devices[name] for name in placement if name in traced.op_devices}
+    ran = {name: traced.node_devices[name] for name in placement if name in traced.node_devices}
     wrong = {n: (placement[n], d) for n, d in ran.items() if d != placement[n]}
     assert not wrong, list(wrong.items())[:5]
     assert len(ran) > len(placement) / 2          # most ops keep their names when they run
@@ -92,7 +92,7 @@ def test_one_function_called_twice_can_go_to_two_devices(tmp_path):
     assert any("_placeto" in n for n in names)               # the second call got a clone
     original, placed = run_traced(source), run_traced(out)
     np.testing.assert_allclose(placed.outputs["y"], original.outputs["y"], rtol=1e-6)
-    assert [placed.op_devices[s] for s in sines] == [CPU0, CPU1]
+    assert [placed.node_devices[s] for s in sines] == [CPU0, CPU1]
 
 
 def _tf1_graph():
@@ -107,7 +107,7 @@ def _tf1_graph():
 
 def _run_tf1(graph_def, num_cpus=2):
     """Run a GraphDef's "out" on logical CPUs with full tracing; (value, {node: device})."""
-    from measure.trace import _devices_from_step_stats
+    from measure.step_stats import node_devices
 
     config = tf.compat.v1.ConfigProto(device_count={"CPU": num_cpus}, allow_soft_placement=False)
     metadata = tf.compat.v1.RunMetadata()
@@ -117,7 +117,7 @@ def _run_tf1(graph_def, num_cpus=2):
             value = session.run("out:0", {"x:0": np.eye(4, dtype=np.float32)},
                                 options=tf.compat.v1.RunOptions(trace_level=3),
                                 run_metadata=metadata)
-    return value, _devices_from_step_stats(metadata)
+    return value, node_devices(metadata)
 
 
 @pytest.mark.parametrize("suffix, write", [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from tf_placeto import _quiet
@@ -28,6 +29,19 @@ def _source_arguments(parser) -> None:
                              "(.pb binary, .pbtxt text), or examples:NAME")
     parser.add_argument("--signature", metavar="NAME",
                         help="SavedModel signature (default: serving_default, or the only one)")
+
+
+def _runtime_arguments(parser) -> None:
+    parser.add_argument("--devices", metavar="SPEC",
+                        help="devices in this process: a count (of GPUs, else logical CPUs) or "
+                             "comma-separated device names")
+    parser.add_argument("--cluster", metavar="SPEC",
+                        help="local:N (N worker processes on this machine, one core each), a "
+                             "ClusterSpec JSON (text or file), or TF_CONFIG")
+
+
+def _say(message: str) -> None:
+    print(f"tf-placeto: {message}", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +72,35 @@ def build_parser() -> argparse.ArgumentParser:
                             "logical /device:CPU:N)")
     apply.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     apply.set_defaults(handler=_apply)
+
+    profile = commands.add_parser("profile", help="run SOURCE traced and store its cost model")
+    _source_arguments(profile)
+    _runtime_arguments(profile)
+    profile.add_argument("--runs", type=int, default=5, metavar="N",
+                         help="traced runs whose median is each op's cost (default 5)")
+    profile.add_argument("--cache", metavar="DIR",
+                         help="where profiles are kept (default $TF_PLACETO_CACHE/profiles)")
+    profile.add_argument("--json", action="store_true", help="print one JSON object")
+    profile.set_defaults(handler=_profile)
+
+    measure = commands.add_parser("measure", help="step times of placements, real or simulated")
+    _source_arguments(measure)
+    _runtime_arguments(measure)
+    measure.add_argument("--placement", action="append", default=[], metavar="FILE.json",
+                         help="a placement to measure (repeat for several; none: as written)")
+    measure.add_argument("--simulate", action="store_true",
+                         help="predict from the profile (profiling first if none is cached)")
+    measure.add_argument("--repeats", type=int, default=5, metavar="N",
+                         help="timed runs after warm-up (default 5)")
+    measure.add_argument("--warmup", type=int, default=1, metavar="N",
+                         help="untimed runs first (default 1)")
+    measure.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                         help="a step that takes longer fails (default 600)")
+    measure.add_argument("--cache", metavar="DIR",
+                         help="where profiles and results are kept "
+                              "(default $TF_PLACETO_CACHE/profiles)")
+    measure.add_argument("--json", action="store_true", help="print a JSON list of results")
+    measure.set_defaults(handler=_measure)
 
     examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
     examples.set_defaults(handler=_examples)
@@ -173,6 +216,91 @@ def _apply(args) -> int:
               "tf.saved_model.LoadOptions(experimental_variable_policy="
               "tf.saved_model.experimental.VariablePolicy.SAVE_VARIABLE_DEVICES))")
     return EXIT_OK
+
+
+def _positive(value, flag: str) -> None:
+    from tf_placeto.errors import PlacetoError
+
+    if value < 1:
+        raise PlacetoError(f"{flag} must be at least 1, not {value}")
+
+
+def _profile(args) -> int:
+    import tf_placeto as tp
+    from measure.profiler import profile
+    from measure.runtime import open_runtime
+
+    _positive(args.runs, "--runs")
+    graph = tp.import_graph(args.source, signature=args.signature)
+    with open_runtime(args.devices, args.cluster) as runtime:
+        result = profile(graph, runtime, cache=args.cache, runs=args.runs, say=_say)
+    summary = {"directory": result.directory, "cached": result.cached,
+               **result.model.summary()}
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    ops = result.model.ops
+    print(f"profile {summary['key']} ({'found in the cache' if result.cached else 'measured now'})"
+          f": {result.directory}")
+    print(f"ops: {summary['ops']}, of which {summary['traced_ops']} ran under their own name "
+          "(the rest were folded or fused by Grappler)")
+    for device_type, ms in summary["compute_ms_per_device_type"].items():
+        print(f"total compute on {device_type}: {ms:.1f} ms")
+    top = ops.sort_values("compute_us", ascending=False).head(10)
+    print(top[["op", "device_type", "compute_us", "output_bytes"]].to_string(index=False))
+    if len(result.model.links):
+        print(result.model.links.to_string(index=False))
+    return EXIT_OK
+
+
+def _measure(args) -> int:
+    import tf_placeto as tp
+    from measure.costmodel import profile_key
+    from measure.measurer import RealMeasurer, SimulatedMeasurer
+    from measure.profiler import profile
+    from measure.runtime import open_runtime
+    from tf_placeto.cache import cache_dir
+
+    _positive(args.repeats, "--repeats")
+    placements = [tp.Placement.from_json(path) for path in args.placement] or [None]
+    labels = args.placement or ["as written"]
+    graph = tp.import_graph(args.source, signature=args.signature)
+    named = {device for p in placements if p for device in p.values()}
+    with open_runtime(args.devices, args.cluster, named=named) as runtime:
+        devices = tp.DeviceSet.from_strings(runtime.device_names)
+        for placement in placements:          # every bad input before any long work
+            if placement:
+                placement.validate(graph, devices)
+        if args.simulate:
+            model = profile(graph, runtime, cache=args.cache, say=_say).model
+            measurer = SimulatedMeasurer(graph, model, devices)
+        else:
+            key, _ = profile_key(graph, runtime.device_names)
+            results_dir = os.path.join(args.cache or cache_dir("profiles"), key)
+            measurer = RealMeasurer(graph, runtime, results_dir=results_dir,
+                                    repeats=args.repeats, warmup=max(args.warmup, 0),
+                                    timeout_s=args.timeout)
+        results = measurer.evaluate(placements, labels=labels)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results]))
+    else:
+        _print_results(results)
+    return EXIT_OK
+
+
+def _print_results(results) -> None:
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        memory = ", ".join(f"{d.rsplit('/', 1)[-1] if '/job:' not in d else d}: {b / 2**20:.1f}"
+                           for d, b in sorted(r.peak_memory_bytes.items()))
+        rows.append({"placement": r.label, "status": r.status,
+                     "median (ms)": r.step_time_s * 1e3, "spread (ms)": r.spread_s * 1e3,
+                     "runs": r.runs if not r.simulated else "simulated",
+                     "peak memory (MiB)": memory or "-", "reason": r.reason})
+    with pd.option_context("display.max_colwidth", 80, "display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 
 def _examples(args) -> int:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from measure.trace import example_feeds, run_traced
+from measure.runner import example_feeds, run_traced
 from tf_placeto.graph.sources import load_source
 
 
@@ -20,8 +20,7 @@ def test_feeds_are_deterministic_and_valid_labels(mlp_model):
 def test_unplaced_model_runs_on_the_first_cpu(mlp_model):
     traced = run_traced(mlp_model, num_cpus=2)
     assert np.isfinite(traced.outputs["loss"])
-    assert set(traced.op_devices.values()) == {"/device:CPU:0"}
-    assert traced.ops_on("/device:CPU:0")
+    assert set(traced.node_devices.values()) == {"/device:CPU:0"}
 
 
 def test_only_saved_models_are_run(tmp_path):
@@ -32,5 +31,5 @@ def test_only_saved_models_are_run(tmp_path):
     with g.as_default():
         tf.constant(1.0, name="c")
     tf.io.write_graph(g.as_graph_def(), str(tmp_path), "g.pbtxt")
-    with pytest.raises(ValueError, match="SavedModels"):
+    with pytest.raises(ValueError, match="SavedModel source"):
         run_traced(str(path))

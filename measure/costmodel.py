@@ -1,0 +1,134 @@
+"""The cost model: what one graph costs on one runtime, as measured, and its on-disk cache.
+
+Per op and device type: compute time (median over traced runs) and output bytes. Per ordered
+device pair: transfer latency and bandwidth, fitted to timed transfers. Stored as CSV tables
+plus a JSON description (open formats, readable by pandas and by people; never pickle), in a
+directory named by a key of everything that changes the costs: the graph, the signature's
+input shapes (the batch), the devices and TensorFlow's version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from tf_placeto.graph.op_graph import OpGraph
+
+OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
+
+
+def graph_fingerprint(graph: OpGraph) -> str:
+    """A hash of the source graph and signature: the same model gives the same fingerprint."""
+    source = graph.source
+    digest = hashlib.sha256(source.graph_def.SerializeToString(deterministic=True))
+    digest.update(str(source.signature).encode())
+    return digest.hexdigest()
+
+
+def input_shapes(graph: OpGraph) -> dict:
+    from tf_placeto.graph.sources import signature_inputs
+
+    return {key: [d.size for d in shape.dim]
+            for key, (_, _, shape) in sorted(signature_inputs(graph.source).items())}
+
+
+def profile_key(graph: OpGraph, device_names) -> tuple:
+    """(key, what it was made of): the cache is valid exactly while all of these hold."""
+    import tensorflow as tf
+
+    from tf_placeto.devices import parse_device
+
+    parts = {
+        "graph": graph_fingerprint(graph),
+        "inputs": input_shapes(graph),
+        "devices": list(device_names),
+        "device_types": sorted({parse_device(d).device_type for d in device_names}),
+        "tensorflow": tf.__version__,
+    }
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+    return key, parts
+
+
+@dataclasses.dataclass
+class CostModel:
+    ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced
+    links: pd.DataFrame    # src, dst, latency_us, bytes_per_us
+    meta: dict
+
+    @property
+    def device_types(self) -> list:
+        return sorted(self.ops["device_type"].unique())
+
+    def compute_us(self, graph: OpGraph, device_types) -> np.ndarray:
+        """(n_ops, n_types) compute times; ops that never ran on their own (folded or fused
+        away by Grappler) cost 0, their time being in the op they were folded into."""
+        table = self.ops.pivot_table(index="op", columns="device_type", values="compute_us")
+        names = [op.name for op in graph.ops]
+        missing = [t for t in device_types if t not in table.columns]
+        if missing:
+            raise ValueError(f"the profile has no costs for device type(s) {missing}; "
+                             f"profiled: {list(table.columns)}")
+        return table.reindex(index=names, columns=list(device_types)).fillna(0.0).to_numpy()
+
+    def link_arrays(self, device_names) -> tuple:
+        """(latency_us, bytes_per_us) matrices over `device_names`, same device = free."""
+        n = len(device_names)
+        latency = np.zeros((n, n))
+        bandwidth = np.full((n, n), np.inf)
+        fitted = {(r.src, r.dst): (r.latency_us, r.bytes_per_us) for r in self.links.itertuples()}
+        for i, a in enumerate(device_names):
+            for j, b in enumerate(device_names):
+                if i == j:
+                    continue
+                if (a, b) not in fitted:
+                    raise ValueError(f"the profile has no link measurement from {a} to {b}")
+                latency[i, j], bandwidth[i, j] = fitted[(a, b)]
+        return latency, bandwidth
+
+    def save(self, directory: str) -> None:
+        """Write atomically: a half-written profile is never found as a cache hit."""
+        os.makedirs(os.path.dirname(os.path.abspath(directory)) or ".", exist_ok=True)
+        staging = f"{directory}.tmp-{os.getpid()}"
+        os.makedirs(staging, exist_ok=True)
+        self.ops.to_csv(os.path.join(staging, OPS_FILE), index=False)
+        self.links.to_csv(os.path.join(staging, LINKS_FILE), index=False)
+        with open(os.path.join(staging, META_FILE), "w", encoding="utf-8") as f:
+            json.dump(self.meta, f, indent=1, sort_keys=True)
+        for name in os.listdir(staging):
+            os.makedirs(directory, exist_ok=True)
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+        os.rmdir(staging)
+
+    @classmethod
+    def load(cls, directory: str) -> Optional["CostModel"]:
+        """The profile stored in `directory`, or None if there is none (complete)."""
+        meta_path = os.path.join(directory, META_FILE)
+        if not os.path.isfile(meta_path):
+            return None
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        ops = pd.read_csv(os.path.join(directory, OPS_FILE), keep_default_na=False)
+        links = pd.read_csv(os.path.join(directory, LINKS_FILE))
+        return cls(ops=ops, links=links, meta=meta)
+
+    def summary(self) -> dict:
+        per_type = self.ops.groupby("device_type")["compute_us"].sum()
+        return {
+            "key": self.meta.get("key"),
+            "ops": int(self.ops["op"].nunique()),
+            "traced_ops": int(self.ops["traced"].sum()),
+            "compute_ms_per_device_type": {t: float(v) / 1000 for t, v in per_type.items()},
+            "links": self.links.to_dict(orient="records"),
+            "profiled_at": self.meta.get("created"),
+        }
+
+
+def new_meta(key: str, parts: dict, **extra) -> dict:
+    return {"key": key, **parts, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}

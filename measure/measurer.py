@@ -1,0 +1,200 @@
+"""Measurers turn placements into results: really run, or simulated from a profile.
+
+Both share one interface, so every placer and the learned policy can be pointed at either,
+and a comparison is one loop. Real results go to an append-only log beside the profile: a
+placement is never measured twice for the same graph and devices, and a killed run loses
+nothing already measured.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from measure.costmodel import CostModel
+from measure.runner import OK, ModelRunner
+from measure.runtime import Runtime
+from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import DeviceError
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.placement import Placement
+
+RESULTS_FILE = "results.jsonl"
+
+
+@dataclasses.dataclass
+class MeasureResult:
+    key: str                          # identifies the placement (sha256 of its ops -> devices)
+    status: str                       # "ok", "infeasible" (out of memory) or "failed"
+    reason: str = ""
+    step_time_s: float = math.nan     # median
+    spread_s: float = math.nan        # interquartile range of the timed runs
+    min_s: float = math.nan
+    max_s: float = math.nan
+    runs: int = 0                     # timed runs after warm-up
+    peak_memory_bytes: dict = dataclasses.field(default_factory=dict)
+    busy_s: dict = dataclasses.field(default_factory=dict)   # per device (simulated)
+    simulated: bool = False
+    label: str = ""
+    schedule: object = None           # simulated schedule (a DataFrame), never stored
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data.pop("schedule")
+        return data
+
+
+def placement_key(placement: Optional[Mapping]) -> str:
+    if not placement:
+        return "as-written"
+    text = json.dumps(sorted(placement.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class Measurer(abc.ABC):
+    """evaluate(placements) -> one MeasureResult each; placements are validated first."""
+
+    def __init__(self, graph: OpGraph, devices: DeviceSet):
+        self.graph = graph
+        self.devices = devices
+
+    def evaluate(self, placements: Sequence[Optional[Mapping]],
+                 labels: Optional[Sequence[str]] = None) -> list:
+        labels = labels or [f"placement {i}" for i in range(len(placements))]
+        results = []
+        for placement, label in zip(placements, labels):
+            full = Placement(placement).validate(self.graph, self.devices) if placement else None
+            result = self._evaluate(full)
+            result.label = label
+            results.append(result)
+        return results
+
+    @abc.abstractmethod
+    def _evaluate(self, placement: Optional[Placement]) -> MeasureResult:
+        """Measure one validated placement (None: the graph as written)."""
+
+
+class RealMeasurer(Measurer):
+    """Runs each placement for real: warm-up, timed runs, one traced run for memory."""
+
+    def __init__(self, graph: OpGraph, runtime: Runtime, results_dir: Optional[str] = None,
+                 repeats: int = 5, warmup: int = 1, timeout_s: float = 600.0):
+        super().__init__(graph, DeviceSet.from_strings(runtime.device_names))
+        self.runtime = runtime
+        self.runner = ModelRunner(graph)
+        self.repeats, self.warmup, self.timeout_s = repeats, warmup, timeout_s
+        self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
+        self.known = _read_log(self.log_path)
+
+    def _evaluate(self, placement):
+        key = f"{placement_key(placement)}-r{self.repeats}-w{self.warmup}"
+        if key in self.known:
+            return MeasureResult(**self.known[key])
+        cluster = self.runtime.cluster
+        if cluster is not None:
+            cluster.restart_dead_workers()
+        runs = self.runner.run(self.runtime, placement, warmup=self.warmup,
+                               repeats=self.repeats, traced=1, timeout_s=self.timeout_s)
+        reason = runs.reason
+        if cluster is not None and not all(cluster.alive()):
+            dead = [i for i, up in enumerate(cluster.alive()) if not up]
+            reason = f"worker task(s) {dead} died during the measurement; {reason}"
+        result = MeasureResult(key=key, status=runs.status, reason=reason)
+        if runs.status == OK:
+            times = np.array(runs.step_times_s)
+            q1, median, q3 = np.percentile(times, [25, 50, 75])
+            from measure import step_stats
+
+            result = dataclasses.replace(
+                result, step_time_s=float(median), spread_s=float(q3 - q1),
+                min_s=float(times.min()), max_s=float(times.max()), runs=len(times),
+                peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1]))
+        self._remember(key, result)
+        return result
+
+    def _remember(self, key: str, result: MeasureResult) -> None:
+        self.known[key] = result.to_json()
+        if self.log_path is None:
+            return
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"key": key, **result.to_json()}) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+
+
+def _read_log(path: Optional[str]) -> dict:
+    """Results measured before: {key: fields}. A torn last line (a killed run) is skipped."""
+    known = {}
+    if path is None or not os.path.isfile(path):
+        return known
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            known[data["key"]] = data
+    return known
+
+
+class SimulatedMeasurer(Measurer):
+    """Predicts each placement from a profile with the event simulator."""
+
+    def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
+                 memory_capacity: Optional[Mapping] = None, schedule: bool = False):
+        from measure.simulator import SimulationProblem
+
+        super().__init__(graph, devices)
+        names = devices.names
+        types = list(dict.fromkeys(d.device_type for d in devices))
+        latency, bandwidth = cost_model.link_arrays(names)
+        capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
+        self.problem = SimulationProblem.from_op_graph(
+            graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
+            device_type_of=np.array([types.index(d.device_type) for d in devices]),
+            link_latency_us=latency, link_bytes_per_us=bandwidth, memory_capacity=capacity)
+        self.device_index = {n: i for i, n in enumerate(names)}
+        self.schedule = schedule
+        self._as_written = self._written_devices()
+
+    def _written_devices(self) -> np.ndarray:
+        """Device index per op as the graph stands (unplaced ops on the first device)."""
+        index = np.zeros(len(self.graph.ops), dtype=np.int64)
+        for op in self.graph.ops:
+            if op.requested_device:
+                try:
+                    index[op.index] = self.device_index.get(
+                        self.devices.check(op.requested_device), 0)
+                except DeviceError:   # a partial or foreign device string: the default device
+                    pass
+        return index
+
+    def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
+        indices = self._as_written.copy()
+        for name, device in (placement or {}).items():
+            indices[self.graph.index(name)] = self.device_index[device]
+        return indices
+
+    def _evaluate(self, placement):
+        from measure.simulator import simulate
+
+        sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
+        names = self.devices.names
+        status = OK if sim.feasible else "infeasible"
+        reason = "" if sim.feasible else (
+            f"exceeds device memory by {sim.memory_excess_bytes / 2**20:.1f} MiB in all")
+        step = sim.step_time_us / 1e6
+        return MeasureResult(
+            key=placement_key(placement), status=status, reason=reason, step_time_s=step,
+            spread_s=0.0, min_s=step, max_s=step, runs=0, simulated=True,
+            peak_memory_bytes={n: int(b) for n, b in zip(names, sim.peak_memory_bytes)},
+            busy_s={n: float(b) / 1e6 for n, b in zip(names, sim.busy_us)},
+            schedule=sim.schedule)

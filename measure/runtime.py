@@ -1,0 +1,85 @@
+"""Where placed graphs really run: devices in this process, or a TensorFlow cluster.
+
+Runs go through a TF1 Session (tf.compat.v1): it takes a remote target (a cluster's gRPC
+address), honours per-node devices, reports per-node step stats, and accepts a per-run timeout.
+In-process logical CPUs come from the session's own device_count, so measuring never depends
+on how the calling program configured TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Optional, Sequence
+
+from tf_placeto.devices import DeviceSet, parse_device
+from tf_placeto.errors import PlacetoError
+
+
+@dataclasses.dataclass
+class Runtime:
+    device_names: list           # canonical names placements may use
+    target: str = ""             # "" in-process, else "grpc://host:port"
+    cluster: Optional[object] = None   # measure.cluster.Cluster, to check and restart workers
+    num_cpus: int = 1            # in-process CPU devices the session creates
+
+    @classmethod
+    def local(cls, devices: DeviceSet) -> "Runtime":
+        cpus = [d.index for d in devices if d.device_type == "CPU" and d.is_local]
+        if any(not d.is_local for d in devices):
+            raise PlacetoError("devices of another job need a cluster: use --cluster")
+        return cls(device_names=devices.names, num_cpus=max(cpus, default=0) + 1)
+
+    @classmethod
+    def on_cluster(cls, cluster) -> "Runtime":
+        return cls(device_names=list(cluster.device_names), target=cluster.target,
+                   cluster=cluster)
+
+    @property
+    def device_types(self) -> list:
+        """Distinct device types, in device order."""
+        return list(dict.fromkeys(parse_device(n).device_type for n in self.device_names))
+
+    def device_type(self, name: str) -> str:
+        return parse_device(name).device_type
+
+    def session_config(self):
+        import tensorflow as tf
+
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=False,
+                                          isolate_session_state=True)
+        if self.cluster is not None:
+            config.MergeFrom(self.cluster.session_config())
+        else:
+            config.device_count["CPU"] = self.num_cpus
+        return config
+
+    def describe(self) -> str:
+        where = self.target or "this process"
+        return f"{len(self.device_names)} devices on {where}: {', '.join(self.device_names)}"
+
+
+@contextlib.contextmanager
+def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
+                 named: Sequence[str] = ()):
+    """The runtime a command asked for, closed (workers stopped) when the block ends.
+
+    devices: a device spec (see DeviceSet.parse); cluster: "local:N", a ClusterSpec JSON (text
+    or file) or "TF_CONFIG". With neither: this machine's devices plus any local devices that
+    `named` (the placements' devices) mention, such as logical CPUs.
+    """
+    if devices and cluster:
+        raise PlacetoError("give --devices or --cluster, not both")
+    if cluster:
+        from measure.cluster import parse_cluster
+
+        with parse_cluster(cluster) as running:
+            yield Runtime.on_cluster(running)
+        return
+    if devices:
+        yield Runtime.local(DeviceSet.parse(devices))
+        return
+    here = DeviceSet.this_machine()
+    wanted = sorted({here.check(name) for name in named} | set(here.names),
+                    key=lambda n: (parse_device(n).device_type, parse_device(n).index))
+    yield Runtime.local(DeviceSet.from_strings(wanted))

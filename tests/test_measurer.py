@@ -1,0 +1,72 @@
+"""Real measurement: medians of timed runs, results remembered, faults become results."""
+
+import json
+import math
+import os
+import time
+
+import pytest
+import tensorflow as tf
+
+import tf_placeto as tp
+from measure.measurer import RESULTS_FILE, RealMeasurer
+from measure.runtime import Runtime
+
+
+@pytest.fixture(scope="module")
+def graph(mlp_model):
+    return tp.import_graph(mlp_model)
+
+
+def _everything_on(graph, device):
+    return {op.name: device for op in graph.ops}
+
+
+def test_real_measurement_reports_median_spread_runs_and_memory(graph, tmp_path):
+    measurer = RealMeasurer(graph, Runtime.local(tp.DeviceSet.local(2)),
+                            results_dir=str(tmp_path), repeats=4)
+    [result] = measurer.evaluate([_everything_on(graph, "/device:CPU:1")], labels=["cpu1"])
+    assert result.status == "ok" and result.label == "cpu1"
+    assert result.runs == 4 and result.min_s <= result.step_time_s <= result.max_s
+    assert result.spread_s >= 0 and result.peak_memory_bytes
+
+
+def test_results_are_remembered_across_measurers(graph, tmp_path):
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    placement = _everything_on(graph, "/device:CPU:0")
+    first = RealMeasurer(graph, runtime, results_dir=str(tmp_path), repeats=2).evaluate([placement])
+    lines = open(os.path.join(tmp_path, RESULTS_FILE)).read().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["status"] == "ok"
+    with open(os.path.join(tmp_path, RESULTS_FILE), "a") as log:
+        log.write('{"key": "torn')                      # a run killed mid-write
+    again = RealMeasurer(graph, runtime, results_dir=str(tmp_path), repeats=2).evaluate([placement])
+    assert again[0].step_time_s == first[0].step_time_s   # read back, not measured again
+    assert len(open(os.path.join(tmp_path, RESULTS_FILE)).read().splitlines()) == 2
+
+
+class _Spinner(tf.Module):
+    """A step that runs for seconds: a loop of twenty million scalar additions."""
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def step(self, start):
+        return {"count": tf.while_loop(lambda i: i < 20_000_000, lambda i: i + 1, [start])[0]}
+
+
+def test_a_step_past_the_time_limit_fails_and_the_next_one_works(graph, tmp_path):
+    spinner = _Spinner()
+    path = str(tmp_path / "spinner")
+    tf.saved_model.save(spinner, path, signatures={"step": spinner.step})
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    start = time.perf_counter()
+    [failed] = RealMeasurer(tp.import_graph(path), runtime, repeats=1,
+                            timeout_s=0.3).evaluate([None])
+    assert failed.status == "failed" and "time limit" in failed.reason
+    assert math.isnan(failed.step_time_s) and time.perf_counter() - start < 30
+    [ok] = RealMeasurer(graph, runtime, repeats=1).evaluate([None])
+    assert ok.status == "ok"
+
+
+def test_bad_placements_are_refused_before_running(graph):
+    measurer = RealMeasurer(graph, Runtime.local(tp.DeviceSet.local(2)), repeats=1)
+    with pytest.raises(tp.PlacetoError):
+        measurer.evaluate([{"no/such/op": "/device:CPU:0"}])

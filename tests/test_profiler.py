@@ -1,0 +1,46 @@
+"""Profiling: real traced runs become per-op costs; a second call finds the cache."""
+
+import time
+
+import pytest
+
+import tf_placeto as tp
+from measure.profiler import calibrate_links, profile, single_device_placement
+from measure.runtime import Runtime
+
+
+@pytest.fixture(scope="module")
+def graph(small_cnn_model):
+    return tp.import_graph(small_cnn_model)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return Runtime.local(tp.DeviceSet.local(2))
+
+
+def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path):
+    messages = []
+    first = profile(graph, runtime, cache=str(tmp_path), runs=3, say=messages.append)
+    assert not first.cached
+    ops = first.model.ops.set_index("op")
+    convs = [op.name for op in graph.ops if op.type == "Conv2DBackpropFilter"]
+    assert all(ops.loc[name, "compute_us"] > 0 and ops.loc[name, "traced"] for name in convs)
+    assert len(ops) == len(graph)
+    assert first.model.ops["compute_us"].sum() > 0
+    start = time.perf_counter()
+    second = profile(graph, runtime, cache=str(tmp_path), say=messages.append)
+    assert second.cached and time.perf_counter() - start < 1.0
+    assert any("found a profile in the cache" in m for m in messages)
+
+
+def test_single_device_placement_covers_every_op(graph, runtime):
+    placement = single_device_placement(graph, runtime, "/device:CPU:1")
+    assert len(placement) == len(graph) and set(placement.values()) == {"/device:CPU:1"}
+
+
+def test_links_between_logical_cpus_are_fitted(runtime):
+    links = calibrate_links(runtime, runs=1)
+    assert list(links[["src", "dst"]].itertuples(index=False, name=None)) == [
+        ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
+    assert (links["latency_us"] >= 0).all() and (links["bytes_per_us"] > 0).all()
