@@ -23,6 +23,7 @@ setup(
         "tensorboard",
         "protobuf",
         "pandas",
+        "numba",
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout"],

@@ -77,6 +77,18 @@ class CostModel:
                              f"profiled: {list(table.columns)}")
         return table.reindex(index=names, columns=list(device_types)).fillna(0.0).to_numpy()
 
+    def op_overhead_us(self, device_type: str) -> float:
+        """What a real step spends per op beyond the traced kernel times (executor, scheduling).
+
+        From the profile's own untraced single-device steps: (step - sum of op times) spread
+        over the ops that ran. 0 for profiles that did not time untraced steps.
+        """
+        step = self.meta.get("step_us", {}).get(device_type)
+        if step is None:
+            return 0.0
+        ran = self.ops[(self.ops["device_type"] == device_type) & self.ops["traced"]]
+        return max(0.0, (step - ran["compute_us"].sum()) / max(len(ran), 1))
+
     def link_arrays(self, device_names) -> tuple:
         """(latency_us, bytes_per_us) matrices over `device_names`, same device = free."""
         n = len(device_names)

@@ -18,8 +18,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from measure import step_stats
 from measure.costmodel import CostModel
-from measure.runner import OK, ModelRunner
+from measure.runner import INFEASIBLE, OK, ModelRunner
 from measure.runtime import Runtime
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError
@@ -85,11 +86,13 @@ class RealMeasurer(Measurer):
     """Runs each placement for real: warm-up, timed runs, one traced run for memory."""
 
     def __init__(self, graph: OpGraph, runtime: Runtime, results_dir: Optional[str] = None,
-                 repeats: int = 5, warmup: int = 1, timeout_s: float = 600.0):
+                 repeats: int = 5, warmup: int = 1, timeout_s: float = 600.0,
+                 trace_memory: bool = True):
         super().__init__(graph, DeviceSet.from_strings(runtime.device_names))
         self.runtime = runtime
         self.runner = ModelRunner(graph)
         self.repeats, self.warmup, self.timeout_s = repeats, warmup, timeout_s
+        self.trace_memory = trace_memory
         self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
         self.known = _read_log(self.log_path)
 
@@ -101,7 +104,8 @@ class RealMeasurer(Measurer):
         if cluster is not None:
             cluster.restart_dead_workers()
         runs = self.runner.run(self.runtime, placement, warmup=self.warmup,
-                               repeats=self.repeats, traced=1, timeout_s=self.timeout_s)
+                               repeats=self.repeats, traced=int(self.trace_memory),
+                               timeout_s=self.timeout_s)
         reason = runs.reason
         if cluster is not None and not all(cluster.alive()):
             dead = [i for i, up in enumerate(cluster.alive()) if not up]
@@ -110,12 +114,11 @@ class RealMeasurer(Measurer):
         if runs.status == OK:
             times = np.array(runs.step_times_s)
             q1, median, q3 = np.percentile(times, [25, 50, 75])
-            from measure import step_stats
-
             result = dataclasses.replace(
                 result, step_time_s=float(median), spread_s=float(q3 - q1),
                 min_s=float(times.min()), max_s=float(times.max()), runs=len(times),
-                peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1]))
+                peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1])
+                if runs.traces else {})
         self._remember(key, result)
         return result
 
@@ -160,7 +163,8 @@ class SimulatedMeasurer(Measurer):
         self.problem = SimulationProblem.from_op_graph(
             graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
             device_type_of=np.array([types.index(d.device_type) for d in devices]),
-            link_latency_us=latency, link_bytes_per_us=bandwidth, memory_capacity=capacity)
+            link_latency_us=latency, link_bytes_per_us=bandwidth, memory_capacity=capacity,
+            op_overhead_us=cost_model.op_overhead_us(types[0]))
         self.device_index = {n: i for i, n in enumerate(names)}
         self.schedule = schedule
         self._as_written = self._written_devices()
@@ -188,7 +192,7 @@ class SimulatedMeasurer(Measurer):
 
         sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
         names = self.devices.names
-        status = OK if sim.feasible else "infeasible"
+        status = OK if sim.feasible else INFEASIBLE
         reason = "" if sim.feasible else (
             f"exceeds device memory by {sim.memory_excess_bytes / 2**20:.1f} MiB in all")
         step = sim.step_time_us / 1e6

@@ -49,15 +49,16 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
         say(f"found a profile in the cache: {directory}")
         return Profile(cached, directory, cached=True)
     runner = ModelRunner(graph)
-    tables = []
+    tables, step_us = [], {}
     for device_type in runtime.device_types:
         device = next(d for d in runtime.device_names if runtime.device_type(d) == device_type)
-        say(f"profiling on {device}: {warmup} warm-up and {runs} traced runs")
-        tables.append(_op_costs(graph, runner, runtime, device, runs, warmup))
+        say(f"profiling on {device}: {warmup} warm-up, {runs} timed and {runs} traced runs")
+        table, step_us[device_type] = _op_costs(graph, runner, runtime, device, runs, warmup)
+        tables.append(table)
     links = calibrate_links(runtime, say=say)
     model = CostModel(ops=pd.concat(tables, ignore_index=True), links=links,
                       meta=new_meta(key, parts, runs=runs, warmup=warmup,
-                                    runtime=runtime.describe()))
+                                    runtime=runtime.describe(), step_us=step_us))
     model.save(directory)
     say(f"stored the profile in {directory}")
     return Profile(model, directory, cached=False)
@@ -85,9 +86,10 @@ def _colocation(graph):
     return sets.members, sets.device_types
 
 
-def _op_costs(graph, runner, runtime, device, runs, warmup) -> pd.DataFrame:
+def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
+    """(per-op table, median untraced step time in us) with everything on `device`."""
     result = runner.run(runtime, single_device_placement(graph, runtime, device),
-                        warmup=warmup, repeats=0, traced=runs)
+                        warmup=warmup, repeats=runs, traced=runs)
     if result.status != OK:
         raise PlacetoError(f"profiling on {device} failed: {result.reason}")
     times = step_stats.node_times_us(result.traces)
@@ -102,7 +104,7 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> pd.DataFrame:
             "output_bytes": sizes.get(op.name, op.output_bytes) if traced else op.output_bytes,
             "traced": traced,
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), statistics.median(result.step_times_s) * 1e6
 
 
 def calibrate_links(runtime: Runtime, runs: int = 3,
