@@ -44,10 +44,8 @@ class StepRuns:
 
 
 def example_feeds(source, seed: int = 0) -> dict:
-    """Deterministic inputs for a signature: N(0,1) floats; zeros for integers and bools.
-
-    Zeros are valid class labels and embedding ids, so any model accepts them.
-    """
+    """Deterministic inputs for a signature: N(0,1) floats; zeros for numbers and bools,
+    empty strings for strings. Zeros are valid class labels and embedding ids."""
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
@@ -57,6 +55,8 @@ def example_feeds(source, seed: int = 0) -> dict:
         shape = [d.size if d.size >= 0 else 1 for d in shape_proto.dim]
         if dtype.is_floating:
             value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+        elif dtype == tf.string:
+            value = np.full(shape, b"", dtype=object)
         else:
             value = np.zeros(shape, dtype=dtype.as_numpy_dtype)
         feeds[key] = (tensor_name, value)
@@ -106,7 +106,7 @@ class ModelRunner:
         result = StepRuns(OK)
         with tf.Graph().as_default() as graph:
             with tf.compat.v1.Session(runtime.target, graph=graph,
-                                      config=runtime.session_config()) as session:
+                                      config=runtime.session_config(timeout_s)) as session:
                 tf.compat.v1.saved_model.loader.load(session, self.tags, export_dir)
                 for _ in range(warmup):
                     result.outputs = session.run(self.fetches, feed_dict, options=plain)

@@ -43,13 +43,17 @@ class Runtime:
     def device_type(self, name: str) -> str:
         return parse_device(name).device_type
 
-    def session_config(self):
+    def session_config(self, timeout_s: Optional[float] = None):
+        """Strict placement, state isolated per session; on a cluster, every blocking
+        operation (session creation too, which a dead worker would hang) bounded by timeout_s."""
         import tensorflow as tf
 
         config = tf.compat.v1.ConfigProto(allow_soft_placement=False,
                                           isolate_session_state=True)
         if self.cluster is not None:
             config.MergeFrom(self.cluster.session_config())
+            if timeout_s is not None:
+                config.operation_timeout_in_ms = max(1, round(timeout_s * 1000))
         else:
             config.device_count["CPU"] = self.num_cpus
         return config

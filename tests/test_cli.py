@@ -6,6 +6,7 @@ import os
 import pytest
 
 from helpers import run_cli, tree_digest
+from tf_placeto.graph.sources import load_source as tp_load
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,13 @@ def _bad_inputs(mlp_model, inspected, tmp):
         data = f.read()
     (tmp / "truncated.pb").write_bytes(data[: len(data) // 3])
     (tmp / "empty.pb").write_bytes(b"")
+    from tensorflow.core.framework import graph_pb2
+
+    whole = tp_load(mlp_model).graph_def
+    cut = graph_pb2.GraphDef()                       # ends at a node boundary, as a cut file does
+    cut.node.extend(whole.node[: len(whole.node) // 2])
+    (tmp / "cut_at_node.pb").write_bytes(cut.SerializeToString())
+    (tmp / "negative.json").write_text(json.dumps({colocated[0]: "/device:CPU:-1"}))
     truncated_dir = tmp / "truncated_model"
     truncated_dir.mkdir()
     (truncated_dir / "saved_model.pb").write_bytes(data[: len(data) // 2])
@@ -77,6 +85,9 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "missing path": ["inspect", str(tmp / "missing")],
         "truncated .pb": ["inspect", str(tmp / "truncated.pb")],
         "empty file": ["inspect", str(tmp / "empty.pb")],
+        "cut at a node boundary": ["inspect", str(tmp / "cut_at_node.pb")],
+        "negative device index": ["apply", mlp_model, "--placement", str(tmp / "negative.json"), "--out", out],
+        "placement is a directory": ["apply", mlp_model, "--placement", str(tmp / "not_a_model"), "--out", out],
         "truncated SavedModel": ["inspect", str(truncated_dir)],
         "not a SavedModel": ["inspect", str(tmp / "not_a_model")],
         "unknown signature": ["inspect", mlp_model, "--signature", "nope"],

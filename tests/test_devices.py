@@ -46,3 +46,10 @@ def test_explicit_remote_devices_are_taken_as_declared():
         devices.check("/job:worker/task:2/device:CPU:0")
     with pytest.raises(DeviceError):
         DeviceSet.parse("/device:GPU:9")                    # local, and not here
+
+
+@pytest.mark.parametrize("text", ["/device:CPU:-1", "/device:CPU:99999999999999999999",
+                                  "/job:worker/task:-2/device:CPU:0"])
+def test_indices_tensorflow_cannot_use_are_refused(text):
+    with pytest.raises(DeviceError, match="index"):
+        parse_device(text)

@@ -141,3 +141,54 @@ def test_a_concrete_function_is_imported_like_its_tf_function():
     concrete = _outer.get_concrete_function(SPEC)
     assert [op.name for op in tp.import_graph(concrete).ops] == \
         [op.name for op in tp.import_graph(_outer, SPEC).ops]
+
+
+def _v1_loop_graph():
+    g = tf.Graph()
+    with g.as_default():
+        from tensorflow.python.ops import control_flow_v2_toggles
+
+        control_flow_v2_toggles.disable_control_flow_v2()
+        try:
+            x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+            tf.identity(tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2.0),
+                                      (0, x))[1], name="out")
+        finally:
+            control_flow_v2_toggles.enable_control_flow_v2()
+    return g.as_graph_def()
+
+
+def test_tf1_loops_keep_their_ops_and_stay_a_dag():
+    graph = tp.import_graph(_v1_loop_graph())
+    assert {"Enter", "Merge", "NextIteration", "Exit"} <= {op.type for op in graph.ops}
+    assert graph.loop_back_edges and all(
+        graph.ops[e.src].type == "NextIteration" for e in graph.loop_back_edges)
+    graph.topological_order()                       # raises on a cycle
+    groups = tp.group(graph, max_groups=4)
+    assert sum(len(g) for g in groups.groups) == len(graph)
+
+
+def test_tf1_defun_calls_stay_whole():
+    from tensorflow.python.framework import function
+
+    @function.Defun(tf.float32)
+    def square(x):
+        return x * x
+
+    g = tf.Graph()
+    with g.as_default():
+        tf.identity(square(tf.constant(2.0)), name="out")
+    graph = tp.import_graph(g.as_graph_def())
+    assert any(op.type.startswith("square") for op in graph.ops)
+    assert not any(op.type == "Mul" for op in graph.ops)
+
+
+def test_a_node_naming_a_missing_function_is_refused():
+    @tf.function
+    def loop(x):
+        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2.0), (0, x))[1]
+
+    graph_def = loop.get_concrete_function(SPEC).graph.as_graph_def()
+    del graph_def.library.function[:]
+    with pytest.raises(SourceError, match="not in the graph's function library"):
+        tp.import_graph(graph_def)

@@ -161,3 +161,48 @@ def test_out_must_not_be_or_hold_the_source(mlp_model, tmp_path):
         tp.apply_placement(mlp_model, {}, str(existing))
     tp.apply_placement(mlp_model, {}, str(existing), overwrite=True)
     assert os.path.isfile(existing / "saved_model.pb")
+
+
+class _TwoSignatures(tf.Module):
+    @tf.function
+    def inner(self, x):
+        return tf.sin(tf.matmul(x, x))
+
+    @tf.function(input_signature=[tf.TensorSpec([3, 3], tf.float32)])
+    def a(self, x):
+        return {"y": self.inner(x)}
+
+    @tf.function(input_signature=[tf.TensorSpec([3, 3], tf.float32)])
+    def b(self, x):
+        return {"y": self.inner(x) * 2.0}
+
+
+def test_placing_one_signature_leaves_the_others_ops_alone(tmp_path):
+    module = _TwoSignatures()
+    source = str(tmp_path / "two_signatures")
+    tf.saved_model.save(module, source, signatures={"a": module.a, "b": module.b})
+    graph = tp.import_graph(source, signature="a")
+    result = tp.apply_placement(graph, {op.name: CPU1 for op in graph.ops if op.type == "Sin"},
+                                str(tmp_path / "placed"))
+    assert len(result.placement) == 1
+    placed_a = tp.import_graph(str(tmp_path / "placed"), signature="a")
+    placed_b = tp.import_graph(str(tmp_path / "placed"), signature="b")
+    assert [op.requested_device for op in placed_a.ops if op.type == "Sin"] == [CPU1]
+    assert [op.requested_device for op in placed_b.ops if op.type == "Sin"] == [""]
+
+
+def test_a_text_saved_model_stays_text(mlp_model, tmp_path):
+    from google.protobuf import text_format
+
+    source = tmp_path / "text_model"
+    import shutil
+
+    shutil.copytree(mlp_model, source, ignore=shutil.ignore_patterns("saved_model.pb"))
+    (source / "saved_model.pbtxt").write_text(text_format.MessageToString(
+        load_source(mlp_model).proto))
+    graph = tp.import_graph(str(source))
+    out = tmp_path / "placed"
+    tp.apply_placement(graph, round_robin(tp.group(graph, max_groups=4)), str(out))
+    assert (out / "saved_model.pbtxt").is_file() and not (out / "saved_model.pb").exists()
+    placed = run_traced(str(out))
+    np.testing.assert_allclose(placed.outputs["loss"], run_traced(mlp_model).outputs["loss"])

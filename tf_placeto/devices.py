@@ -57,6 +57,9 @@ def parse_device(text: str) -> Device:
     if spec.device_type is None or spec.device_index is None:
         raise DeviceError(f"{text!r} does not name one device: give a type and an index, "
                           "e.g. /device:GPU:0 or /job:worker/task:1/device:CPU:0")
+    if not 0 <= spec.device_index < 2**31 or not 0 <= (spec.task or 0) < 2**31 \
+            or not 0 <= (spec.replica or 0) < 2**31:
+        raise DeviceError(f"{text!r} has an index TensorFlow cannot use")
     if spec.job not in _LOCAL_JOBS and spec.task is None:
         raise DeviceError(f"{text!r} names job {spec.job!r} but no task")
     return Device(job=spec.job or "localhost", replica=spec.replica or 0,

@@ -45,6 +45,8 @@ class Placement(Mapping):
                 data = json.load(f)
         except FileNotFoundError as exc:
             raise PlacementError(f"{path}: no such placement file") from exc
+        except OSError as exc:
+            raise PlacementError(f"{path}: cannot read the placement ({exc.strerror})") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise PlacementError(f"{path}: not valid JSON ({exc})") from exc
         if not isinstance(data, dict) or not all(

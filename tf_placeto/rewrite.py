@@ -14,9 +14,9 @@ import shutil
 import tempfile
 
 from tf_placeto.errors import SourceError
-from tf_placeto.graph.importer import CALL_OPS
+from tf_placeto.graph.importer import CALL_OPS, called_functions
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.graph.sources import SAVED_MODEL_FILE, Source
+from tf_placeto.graph.sources import SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, Source
 
 _FINGERPRINT_FILE = "fingerprint.pb"
 
@@ -38,7 +38,8 @@ def placed_proto(source: Source, graph: OpGraph, placement) -> object:
         op = graph.ops[i]
         if op.scope is None:
             top_level[op.local_name].device = device
-    renamed_roots = _place_functions(graph_def.library, graph, device_of)
+    protected = _functions_of_other_signatures(meta_graph, source.signature, graph_def)
+    renamed_roots = _place_functions(graph_def.library, graph, device_of, protected)
     for call_node, function_name in renamed_roots.items():
         _point_call_at(top_level[call_node], function_name)
     if source.kind == "saved_model":
@@ -46,8 +47,43 @@ def placed_proto(source: Source, graph: OpGraph, placement) -> object:
     return proto
 
 
-def _place_functions(library, graph: OpGraph, device_of: dict) -> dict:
-    """Edit (or clone) FunctionDefs per call instance; returns {top-level call: new name}."""
+def _functions_of_other_signatures(meta_graph, signature, graph_def) -> set:
+    """Functions that another signature runs: placing this one must not move their ops.
+
+    Walks back from the other signatures' outputs through the top-level graph, then into
+    every function those nodes call, and every function those call (inputs inside a body name
+    the body's own nodes, so only function attributes are followed there).
+    """
+    if meta_graph is None:
+        return set()
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    nodes = {n.name: n for n in graph_def.node}
+    pending = [nodes.get(t.name.split(":")[0])
+               for name, sig in meta_graph.signature_def.items() if name != signature
+               for t in sig.outputs.values()]
+    seen_nodes, used, calls = set(), set(), []
+    while pending:
+        node = pending.pop()
+        if node is None or node.name in seen_nodes:
+            continue
+        seen_nodes.add(node.name)
+        calls.append(node)
+        pending += [nodes.get(i.lstrip("^").split(":")[0]) for i in node.input]
+    while calls:
+        for fname in called_functions(calls.pop()):
+            if fname in functions and fname not in used:
+                used.add(fname)
+                calls += list(functions[fname].node_def)
+    return used
+
+
+def _place_functions(library, graph: OpGraph, device_of: dict, protected: set) -> dict:
+    """Edit (or clone) FunctionDefs per call instance; returns {top-level call: new name}.
+
+    An instance whose placement changes nothing keeps its function. The first changed
+    placement of a function edits it in place, unless another signature runs it (`protected`);
+    every other distinct placement gets a clone.
+    """
     functions = {f.signature.name: f for f in library.function}
     gradients = {g.function_name: g.gradient_func for g in library.gradient}
     originals: dict = {}
@@ -61,10 +97,13 @@ def _place_functions(library, graph: OpGraph, device_of: dict) -> dict:
         key = (frozenset(edits.items()), frozenset(calls.items()))
         name = instance.function_name
         seen = variants.setdefault(name, {})
-        if key not in seen:
-            if not seen:
+        if key not in seen and not edits and not calls:
+            seen[key] = name
+        elif key not in seen:
+            if name not in originals:
                 originals[name] = type(functions[name])()
                 originals[name].CopyFrom(functions[name])
+            if name not in seen.values() and name not in protected:
                 target, new_name = functions[name], name
             else:
                 new_name = _unused_name(f"{name}_placeto", functions)
@@ -163,25 +202,30 @@ def write_placed(source: Source, proto, out: str, overwrite: bool = False) -> st
     try:
         if source.kind == "saved_model":
             written = os.path.join(staging, "model")
-            shutil.copytree(source.path, written,
-                            ignore=shutil.ignore_patterns(SAVED_MODEL_FILE, _FINGERPRINT_FILE))
-            with open(os.path.join(written, SAVED_MODEL_FILE), "wb") as f:
-                f.write(proto.SerializeToString())
-            _write_fingerprint(written)
+            shutil.copytree(source.path, written, ignore=shutil.ignore_patterns(
+                SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, _FINGERPRINT_FILE))
+            name = SAVED_MODEL_TEXT_FILE if source.text_format else SAVED_MODEL_FILE
+            _write_proto(proto, os.path.join(written, name), source.text_format)
+            if not source.text_format:      # TensorFlow fingerprints binary SavedModels only
+                _write_fingerprint(written)
         else:
             written = os.path.join(staging, "graph")
-            if source.text_format:
-                from google.protobuf import text_format
-
-                with open(written, "w", encoding="utf-8") as f:
-                    f.write(text_format.MessageToString(proto))
-            else:
-                with open(written, "wb") as f:
-                    f.write(proto.SerializeToString())
+            _write_proto(proto, written, source.text_format)
         _move_into_place(written, out, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _write_proto(proto, path: str, as_text: bool) -> None:
+    if as_text:
+        from google.protobuf import text_format
+
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text_format.MessageToString(proto))
+    else:
+        with open(path, "wb") as f:
+            f.write(proto.SerializeToString())
 
 
 def _write_fingerprint(export_dir: str) -> None:

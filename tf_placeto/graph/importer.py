@@ -5,7 +5,10 @@ inlines those calls before the step runs, so the ops that really run, and that a
 move, are the body ops. The importer does the same inlining on the protos: each call is
 replaced by its body, arguments are wired to the caller's inputs and the call's outputs to the
 body's return values. Functions of control flow (While, If, ...) run many times or not at all,
-so those ops stay atomic; so do calls that must be compiled by XLA as one cluster.
+so those ops stay atomic; so do calls that must be compiled by XLA as one cluster, and TF1
+calls whose op is the function's name (Defun), which TensorFlow runs whole on the call's device.
+TF1 loops (Enter/Merge/NextIteration) are kept op by op; their back edges (NextIteration ->
+Merge) are set apart in `loop_back_edges` so that the op graph stays a DAG.
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ from tf_placeto.graph.op_graph import DataEdge, FunctionInstance, Op, OpGraph, T
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _ATOMIC_CALL_ATTRS = ("_XlaMustCompile", "_noinline")
+_LOOP_BACK_OPS = ("NextIteration", "RefNextIteration")
+
+
+def called_functions(node) -> list:
+    """Names of the functions a NodeDef's attributes refer to (f, body, branches, ...)."""
+    return [name for attr in node.attr.values()
+            for name in ([attr.func.name] if attr.HasField("func")
+                         else [f.name for f in attr.list.func])]
 
 
 def import_graph_def(graph_def, fetches: Optional[Iterable[str]] = None, source=None) -> OpGraph:
@@ -57,6 +68,7 @@ class _Flattener:
         by_name = {n.name: n for n in nodes}
         for node in nodes:
             flat = prefix + node.name
+            self._check_function_references(node)
             inputs = [self._parse_input(s, prefix, in_function, by_name) for s in node.input]
             controls = [k for k in inputs if k[0] == "c"]
             data = [k for k in inputs if k[0] != "c"]
@@ -107,15 +119,18 @@ class _Flattener:
         self.control_sets[flat] = finished_by
         self._expand(list(callee.node_def), instance.prefix, instance, controls)
 
+    def _check_function_references(self, node) -> None:
+        for name in called_functions(node):
+            if name and name not in self.functions:
+                raise SourceError(f"op {node.name!r} uses function {name!r}, which is not in "
+                                  "the graph's function library (truncated or corrupt?)")
+
     def _inlinable_callee(self, node):
-        if node.op in CALL_OPS:
-            if "f" not in node.attr:
-                raise SourceError(f"call op {node.name!r} names no function")
-            name = node.attr["f"].func.name
-        elif node.op in self.functions:
-            name = node.op
-        else:
+        if node.op not in CALL_OPS:
             return None
+        if "f" not in node.attr:
+            raise SourceError(f"call op {node.name!r} names no function")
+        name = node.attr["f"].func.name
         callee = self.functions.get(name)
         if callee is None:
             raise SourceError(f"op {node.name!r} calls function {name!r}, which is not in "
@@ -182,7 +197,11 @@ class _Flattener:
         keep = None
         if fetches is not None:
             keep = self._needed_ops(list(fetches), data_edges, control_edges)
-        return _compact(self.ops, data_edges, control_edges, self.instances, keep, source)
+        graph = _compact(self.ops, data_edges, control_edges, self.instances, keep, source)
+        is_back = [graph.ops[e.src].type in _LOOP_BACK_OPS for e in graph.data_edges]
+        graph.loop_back_edges = [e for e, back in zip(graph.data_edges, is_back) if back]
+        graph.data_edges = [e for e, back in zip(graph.data_edges, is_back) if not back]
+        return graph
 
     def _needed_ops(self, fetches, data_edges, control_edges) -> list:
         targets = []

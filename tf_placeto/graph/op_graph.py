@@ -78,6 +78,7 @@ class OpGraph:
         self.ops = ops
         self.data_edges = data_edges
         self.control_edges = control_edges          # [(src, dst)]
+        self.loop_back_edges = []                   # TF1 NextIteration -> Merge, not in the DAG
         self.instances = instances                  # [FunctionInstance], top-level calls first
         self.source = source
         self._by_name = {op.name: op.index for op in ops}

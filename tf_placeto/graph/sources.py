@@ -17,6 +17,7 @@ from google.protobuf import text_format
 from tf_placeto.errors import SourceError
 
 SAVED_MODEL_FILE = "saved_model.pb"
+SAVED_MODEL_TEXT_FILE = "saved_model.pbtxt"
 DEFAULT_SIGNATURE = "serving_default"
 
 
@@ -79,10 +80,11 @@ def _load_path(path: str, signature: Optional[str]) -> Source:
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or directory")
     if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+        if not any(os.path.isfile(os.path.join(path, f))
+                   for f in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE)):
             raise SourceError(f"{path}: a directory without {SAVED_MODEL_FILE} is not a SavedModel")
         return _load_saved_model(path, signature)
-    if os.path.basename(path) == SAVED_MODEL_FILE:
+    if os.path.basename(path) in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE):
         return _load_saved_model(os.path.dirname(path) or ".", signature)
     with open(path, "rb") as f:
         data = f.read()
@@ -121,7 +123,7 @@ def _parse_graph_file(path: str, data: bytes):
             if _plausible(proto):
                 return proto, is_text
     detail = f" ({errors[0]})" if errors else ""
-    raise SourceError(f"{path}: not a readable GraphDef or MetaGraphDef; the file may be "
+    raise SourceError(f"{path}: not a complete GraphDef or MetaGraphDef; the file may be "
                       f"corrupt or truncated{detail}")
 
 
@@ -142,8 +144,8 @@ def _plausible(proto) -> bool:
         graph = proto.graph_def
     else:
         graph = proto
-    if not graph.node:
-        return False
+    if not graph.node or not graph.HasField("versions"):
+        return False   # TensorFlow always writes versions, last: a file cut short lacks it
     return all(node.name and node.op and node.op.replace("_", "").replace(">", "").isalnum()
                for node in graph.node)
 
@@ -152,11 +154,16 @@ def _load_saved_model(path: str, signature: Optional[str]) -> Source:
     from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel()
-    file = os.path.join(path, SAVED_MODEL_FILE)
+    is_text = not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE))
+    file = os.path.join(path, SAVED_MODEL_TEXT_FILE if is_text else SAVED_MODEL_FILE)
     try:
         with open(file, "rb") as f:
-            proto.ParseFromString(f.read())
-    except pb_message.DecodeError as exc:
+            data = f.read()
+        if is_text:
+            text_format.Parse(data.decode("utf-8"), proto)
+        else:
+            proto.ParseFromString(data)
+    except (pb_message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
         raise SourceError(f"{file}: corrupt or truncated SavedModel ({exc})") from exc
     if not proto.meta_graphs or not proto.meta_graphs[0].graph_def.node:
         raise SourceError(f"{file}: the SavedModel holds no graph (corrupt or truncated?)")
@@ -164,7 +171,7 @@ def _load_saved_model(path: str, signature: Optional[str]) -> Source:
     meta_graph = proto.meta_graphs[index]
     sig = _pick_signature(meta_graph, signature, path)
     return Source("saved_model", proto, meta_graph.graph_def, _signature_fetches(meta_graph, sig),
-                  path=path, signature=sig, meta_graph_index=index)
+                  path=path, signature=sig, meta_graph_index=index, text_format=is_text)
 
 
 def _serving_meta_graph(proto) -> int:

@@ -1,0 +1,461 @@
+"""The machines a placement is measured on: TensorFlow clusters that a v1 Session drives.
+
+A measurement needs devices that truly run in parallel and tensors that cross a real link
+between them. `LocalCluster(n)` makes that on one box: n worker processes, each a
+`tf.distribute.Server` pinned to its own core with one op thread. `ExistingCluster` points at
+servers someone else runs. Both give a `target` for `tf.compat.v1.Session`, the device names
+to place ops on, and a `session_config()` for that Session.
+
+Local workers never outlive their cluster: they stop on close(), at interpreter exit, on
+SIGINT/SIGTERM of this process, and when this process dies by any means (see measure.worker).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import functools
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from measure import worker
+from tf_placeto.errors import PlacetoError
+
+PING_TIMEOUT_S = 10.0
+ALIVE_TIMEOUT_S = 2.0
+STOP_TIMEOUT_S = 5.0
+PORT_ATTEMPTS = 5
+_JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class ClusterError(PlacetoError):
+    """A cluster that cannot be started, is badly specified, or has tasks that do not answer."""
+
+
+class Cluster:
+    """Tasks of one TensorFlow job, each contributing its CPU:0 as a device.
+
+    The servers know the cluster: each was started with this job name and these addresses.
+    """
+
+    def __init__(self, job_name: str, addresses: list):
+        self.job_name = job_name
+        self.addresses = list(addresses)
+
+    @property
+    def target(self) -> str:
+        return f"grpc://{self.addresses[0]}"
+
+    @property
+    def device_names(self) -> list:
+        return [f"/job:{self.job_name}/replica:0/task:{task}/device:CPU:0"
+                for task in range(len(self.addresses))]
+
+    @property
+    def cluster_def(self):
+        """The cluster the servers were started with (a ClusterDef proto).
+
+        session_config() leaves it out: TensorFlow refuses a ConfigProto cluster_def that names
+        the session's target by the job and task it was started as ("The ClusterSpec names the
+        job and task index to be the same names that were provided when the server booted").
+        """
+        import tensorflow as tf
+
+        return tf.train.ClusterSpec({self.job_name: self.addresses}).as_cluster_def()
+
+    def session_config(self, **kwargs):
+        """A ConfigProto for a Session on `target`; keyword arguments are ConfigProto fields.
+
+        Sessions are isolated: each one starts from fresh variables on every task and frees them
+        when it closes, so one measurement never sees another's state (TensorFlow's default
+        for a cluster is to share variables between all sessions, for ever).
+        """
+        import tensorflow as tf
+
+        return tf.compat.v1.ConfigProto(**{"isolate_session_state": True, **kwargs})
+
+    def list_devices(self, timeout_s: float = PING_TIMEOUT_S) -> list:
+        """Every device of every task (GPUs included), as the cluster itself reports them.
+
+        Returns TensorFlow's device attributes: `.name`, `.device_type`, `.memory_limit_bytes`.
+        """
+        import tensorflow as tf
+
+        config = self.session_config(operation_timeout_in_ms=int(timeout_s * 1000))
+        with tf.compat.v1.Session(self.target, graph=tf.Graph(), config=config) as session:
+            return session.list_devices()
+
+    def alive(self) -> list:
+        """Per task: does its port take a connection? A quick look; check() asks TensorFlow."""
+        return [self._connection_problem(task, ALIVE_TIMEOUT_S) is None
+                for task in range(len(self.addresses))]
+
+    def restart_dead_workers(self) -> list:
+        """Servers someone else runs cannot be restarted from here: returns no task."""
+        return []
+
+    def check(self, timeout_s: float = PING_TIMEOUT_S) -> None:
+        """Raise ClusterError naming every task that does not answer within `timeout_s`."""
+        problems = {task: problem for task in range(len(self.addresses))
+                    if (problem := self._task_problem(task, timeout_s))}
+        if problems:
+            raise ClusterError("cluster tasks not answering: " + "; ".join(
+                f"task {task} ({self.addresses[task]}): {problem}"
+                for task, problem in sorted(problems.items())))
+
+    def _task_problem(self, task: int, timeout_s: float):
+        """Why `task` does not answer, or None when it runs a graph on its CPU.
+
+        A TCP connection first fails fast on a dead port; the Session then proves a TensorFlow
+        server answers there. The device filter keeps the other tasks out of this question.
+        """
+        import tensorflow as tf
+
+        refused = self._connection_problem(task, timeout_s)
+        if refused:
+            return refused
+        config = self.session_config(
+            device_filters=[f"/job:{self.job_name}/replica:0/task:{task}"],
+            operation_timeout_in_ms=int(timeout_s * 1000))
+        try:
+            with tf.compat.v1.Session(self.target_of(task), graph=tf.Graph(),
+                                      config=config) as session:
+                devices = [device.name for device in session.list_devices()]
+        except tf.errors.OpError as error:
+            message = " ".join(line.strip() for line in error.message.splitlines() if line.strip())
+            return f"TensorFlow does not answer ({type(error).__name__}: {message})"
+        if self.device_names[task] not in devices:
+            return f"it has no device {self.device_names[task]}"
+        return None
+
+    def _connection_problem(self, task: int, timeout_s: float):
+        host, port = self.addresses[task].rsplit(":", 1)
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        except OSError as error:
+            return f"no connection ({error.strerror or error})"
+        return None
+
+    def target_of(self, task: int) -> str:
+        return f"grpc://{self.addresses[task]}"
+
+    def close(self) -> None:
+        """Nothing to stop for servers someone else runs."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class LocalCluster(Cluster):
+    """N TensorFlow worker processes on 127.0.0.1: a real multi-device machine on one box.
+
+    Linux only. Worker i runs on core i modulo the cores this process may use. Each worker's
+    stderr (TensorFlow's native log) goes to `log_paths[i]`, kept until close().
+    """
+
+    def __init__(self, num_workers: int, start_timeout_s: float = 60):
+        if num_workers < 1:
+            raise ClusterError(f"a local cluster needs at least one worker, not {num_workers}")
+        if not sys.platform.startswith("linux"):
+            raise ClusterError("local clusters need Linux; start servers yourself and pass "
+                               "their ClusterSpec JSON")
+        super().__init__("worker", [])
+        self.start_timeout_s = start_timeout_s
+        self._processes = [None] * num_workers
+        self._log_dir = tempfile.mkdtemp(prefix="tf-placeto-cluster-")
+        self.log_paths = [os.path.join(self._log_dir, f"worker-{task}.log")
+                          for task in range(num_workers)]
+        _open_clusters.add(self)
+        _install_cleanup()
+        try:
+            self._start_on_free_ports()
+        except BaseException:
+            self._stop_workers()   # the logs stay: the error names them
+            _open_clusters.discard(self)
+            raise
+
+    def alive(self) -> list:
+        """Per task: is its worker process running?"""
+        return [process.poll() is None for process in self._processes]
+
+    @property
+    def pids(self) -> list:
+        return [process.pid for process in self._processes]
+
+    def check(self, timeout_s: float = PING_TIMEOUT_S) -> None:
+        dead = {task: self._death_note(task) for task, up in enumerate(self.alive()) if not up}
+        if dead:
+            raise ClusterError("cluster tasks not answering: " + "; ".join(
+                f"task {task} ({self.addresses[task]}): {note}" for task, note in dead.items()))
+        super().check(timeout_s)
+
+    def restart_dead_workers(self) -> list:
+        """Start again, on their old ports, the workers that died; returns their task indices.
+
+        Sessions opened before a worker died keep failing; open a new Session afterwards.
+        """
+        dead = [task for task, up in enumerate(self.alive()) if not up]
+        try:
+            self._start(dead)
+        except _PortTaken as taken:
+            self._stop_workers(dead)
+            raise ClusterError(f"cannot restart task {taken.task}: another process took port "
+                               f"{self.addresses[taken.task]}; start a new LocalCluster") from None
+        except BaseException:
+            self._stop_workers(dead)
+            raise
+        return dead
+
+    def close(self) -> None:
+        """Stop every worker and wait for it, freeing its port; remove the logs."""
+        self._stop_workers()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        _open_clusters.discard(self)
+
+    def _start_on_free_ports(self) -> None:
+        """Start all workers; a port taken between our pick and a worker's bind: new ports."""
+        for _ in range(PORT_ATTEMPTS):
+            self.addresses = [f"127.0.0.1:{port}" for port in free_ports(len(self._processes))]
+            try:
+                self._start(range(len(self._processes)))
+                return
+            except _PortTaken:
+                self._stop_workers()
+        raise ClusterError(f"no free ports for {len(self._processes)} workers after "
+                           f"{PORT_ATTEMPTS} attempts")
+
+    def _start(self, tasks) -> None:
+        for task in tasks:
+            self._processes[task] = self._spawn(task)
+        self._wait_until_ready(tasks)
+
+    def _spawn(self, task: int) -> subprocess.Popen:
+        cores = sorted(os.sched_getaffinity(0))
+        command = [sys.executable, "-m", "measure.worker",
+                   "--cluster", json.dumps({"worker": self.addresses}), "--task", str(task),
+                   "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid())]
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        with open(self.log_paths[task], "ab") as log:
+            # start_new_session: a Ctrl-C in the terminal reaches this process, which stops
+            # the workers itself, instead of killing them under a measurement it may finish.
+            return _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=log, env=env,
+                                   start_new_session=True).result()
+
+    def _wait_until_ready(self, tasks) -> None:
+        """Read each worker's stdout (raw: a buffered reader could hide a line from select)."""
+        deadline = time.monotonic() + self.start_timeout_s
+        waiting = {self._processes[task].stdout.fileno(): task for task in tasks}
+        received = {fd: b"" for fd in waiting}
+        with selectors.DefaultSelector() as selector:
+            for fd in waiting:
+                selector.register(fd, selectors.EVENT_READ)
+            while waiting:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    task = min(waiting.values())
+                    raise ClusterError(
+                        f"worker task {task} did not start within {self.start_timeout_s:g} s; "
+                        f"its last log line: {self._last_log_line(task)!r} "
+                        f"(log: {self.log_paths[task]})")
+                for key, _ in selector.select(remaining):
+                    chunk = os.read(key.fd, 4096)
+                    received[key.fd] += chunk
+                    lines = received[key.fd].decode(errors="replace").split("\n")[:-1]
+                    if not chunk or any(line.startswith(worker.READY_LINE) for line in lines):
+                        selector.unregister(key.fd)
+                        task = waiting.pop(key.fd)
+                        self._processes[task].stdout.close()
+                        if not chunk:
+                            self._raise_start_failure(task)
+
+    def _raise_start_failure(self, task: int):
+        process = self._processes[task]
+        process.wait()
+        if process.returncode == worker.EXIT_PORT_TAKEN:
+            raise _PortTaken(task)
+        raise ClusterError(f"worker task {task} failed to start: {self._death_note(task)} "
+                           f"(log: {self.log_paths[task]})")
+
+    def _death_note(self, task: int) -> str:
+        code = self._processes[task].wait()
+        how = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
+        return f"process {how}; last log line: {self._last_log_line(task)!r}"
+
+    def _last_log_line(self, task: int) -> str:
+        try:
+            with open(self.log_paths[task], errors="replace") as log:
+                lines = [line.strip() for line in log if line.strip()]
+        except OSError:
+            return ""
+        return lines[-1] if lines else ""
+
+    def _stop_workers(self, tasks=None) -> None:
+        """SIGTERM (a worker's default action is to exit), SIGKILL after a grace period, reap.
+
+        Every wait has a timeout: a signal handler may run this while close() is already
+        waiting, and a wait without one would block on the lock that close() holds.
+        """
+        tasks = range(len(self._processes)) if tasks is None else tasks
+        processes = [self._processes[task] for task in tasks if self._processes[task] is not None]
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=STOP_TIMEOUT_S)
+            process.stdout.close()
+
+
+class ExistingCluster(Cluster):
+    """An existing TensorFlow cluster, from a ClusterSpec JSON or TF_CONFIG.
+
+    Its servers were started with that spec. The job measured on is "worker" when the spec has
+    one, else its first job.
+    """
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "ExistingCluster":
+        """`spec`: a JSON object, a path to a JSON file, or "TF_CONFIG" (read that variable).
+
+        A TF_CONFIG-style object ({"cluster": {...}, "task": {...}}) is accepted anywhere.
+        """
+        jobs = _cluster_jobs(*_read_spec(spec))
+        job_name = "worker" if "worker" in jobs else next(iter(jobs))
+        return cls(job_name, jobs[job_name])
+
+
+def parse_cluster(spec: str) -> Cluster:
+    """"local:N" -> LocalCluster(N); anything else names an existing cluster."""
+    if spec.startswith("local:"):
+        count = spec[len("local:"):]
+        if not count.isdigit() or int(count) < 1:
+            raise ClusterError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
+        return LocalCluster(int(count))
+    return ExistingCluster.from_spec(spec)
+
+
+def free_ports(count: int) -> list:
+    """`count` distinct ports that were free a moment ago (another process may still take one)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _read_spec(spec: str) -> tuple:
+    """(the parsed JSON, where it came from, for messages)."""
+    if spec == "TF_CONFIG":
+        if not os.environ.get("TF_CONFIG"):
+            raise ClusterError("cluster spec TF_CONFIG: the TF_CONFIG variable is not set")
+        text, origin = os.environ["TF_CONFIG"], "the TF_CONFIG variable"
+    elif spec.lstrip().startswith("{"):
+        text, origin = spec, "the cluster spec"
+    elif os.path.isfile(spec):
+        with open(spec) as file:
+            text, origin = file.read(), spec
+    else:
+        raise ClusterError(f"cluster spec {spec!r} is neither local:N, a JSON object, "
+                           "a JSON file nor TF_CONFIG")
+    try:
+        return json.loads(text), origin
+    except json.JSONDecodeError as error:
+        raise ClusterError(f"{origin} is not valid JSON: {error}") from None
+
+
+def _cluster_jobs(parsed, where: str) -> dict:
+    """Validate {"job": ["host:port", ...], ...} (or a TF_CONFIG around it); return it."""
+    jobs = parsed.get("cluster", parsed) if isinstance(parsed, dict) else parsed
+    if not isinstance(jobs, dict) or not jobs:
+        raise ClusterError(f'{where}: expected an object such as {{"worker": ["host:port", ...]}}')
+    for job, addresses in jobs.items():
+        if not _JOB_NAME.match(job):
+            raise ClusterError(f"{where}: job name {job!r} must be a letter then letters, "
+                               "digits or _")
+        if not isinstance(addresses, list) or not addresses:
+            raise ClusterError(f'{where}: job {job!r} must list its tasks as ["host:port", ...]')
+        for address in addresses:
+            host, _, port = str(address).rpartition(":")
+            if not isinstance(address, str) or not host or not port.isdigit() \
+                    or not 0 < int(port) < 65536:
+                raise ClusterError(f"{where}: job {job!r} has {address!r}, "
+                                   "not an address host:port")
+    return jobs
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:   # real-time signals have no name
+        return f"signal {number}"
+
+
+class _PortTaken(Exception):
+    def __init__(self, task: int):
+        super().__init__(task)
+        self.task = task
+
+
+# The kernel sends a worker's parent-death signal when the *thread* that started it exits, so
+# workers are started from this one thread, which lives as long as the process.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="tf-placeto-spawner")
+_open_clusters: set = set()
+_cleanup = {"atexit": False, "signals": False}
+
+
+def _close_all() -> None:
+    for cluster in list(_open_clusters):
+        cluster.close()
+
+
+def _install_cleanup() -> None:
+    """Close every open LocalCluster at exit and on SIGINT/SIGTERM, then do what was done before.
+
+    Signal handlers can only be set from the main thread; a cluster made elsewhere still stops
+    at exit, and its workers die with this process.
+    """
+    if not _cleanup["atexit"]:
+        atexit.register(_close_all)
+        _cleanup["atexit"] = True
+    if _cleanup["signals"] or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        if previous not in (signal.SIG_IGN, None):   # None: a handler set outside Python
+            signal.signal(signum, functools.partial(_close_all_then_chain, previous))
+    _cleanup["signals"] = True
+
+
+def _close_all_then_chain(previous, signum, frame) -> None:
+    _close_all()
+    if callable(previous):
+        previous(signum, frame)     # SIGINT's default handler raises KeyboardInterrupt
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
