@@ -24,6 +24,10 @@ setup(
         "protobuf",
         "pandas",
         "numba",
+        "scipy",
+        "pymetis",
+        "matplotlib",
+        "tqdm",
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout"],

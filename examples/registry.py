@@ -5,18 +5,23 @@ A SavedModel is what every command reads and writes, so an example's op names ar
 session and the TensorFlow runtime, which the caller may still want to configure (logical
 devices must be set before the runtime starts).
 
+Graph families (examples/families.py): `examples:F-K` is member K of family F, drawn with
+seed K; `names()` lists the single graphs, `families()` the members.
+
 Cache: $TF_PLACETO_CACHE, else ~/.cache/tf_placeto.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
+from examples import families as _families
 from tf_placeto.cache import cache_dir
 from tf_placeto.errors import SourceError
 
@@ -26,28 +31,79 @@ SIGNATURE = "train_step"
 @dataclasses.dataclass(frozen=True)
 class Example:
     name: str
-    builder: str          # function name in examples.models
+    builder: str          # "module.function" under examples/, called with `args`
     description: str
     version: int = 1      # bump when the builder changes: the cache key includes it
+    args: tuple = ()
+    # The papers' human-expert placement: (regex searched in op names, layer index) rules,
+    # the first match wins. Empty: the expert puts the whole graph on one device.
+    expert_layers: tuple = ()
+    large: bool = False   # minutes and gigabytes to build: only built when asked for by name
+
+
+def seq2seq_expert_layers(layers: int) -> tuple:
+    """Expert rules for models.seq2seq's layer names: embeddings with layer 0, encoder and
+    decoder layer k together on layer k, attention and softmax (with its loss) on the last."""
+    return ((r"(^|/)((en|de)coder_)?embedding(/|$)", 0),
+            *((rf"(^|/)(en|de)coder_(lstm|gru)_{k}(/|$)", k) for k in range(layers)),
+            (r"(^|/)(attention\w*|softmax|SparseSoftmaxCrossEntropyWithLogits)(/|$)",
+             layers - 1))
 
 
 EXAMPLES = {e.name: e for e in [
-    Example("inception_v3", "inception_v3",
+    Example("inception_v3", "models.inception_v3",
             "Inception-V3 training step, batch 8, 299x299 images, 1000 classes (~4,800 ops)"),
-    Example("small_cnn", "small_cnn",
+    Example("nasnet", "models.nasnet",
+            "NASNet-Mobile training step, batch 8, 224x224 images, 1000 classes (~16,000 ops)"),
+    Example("nasnet_large", "models.nasnet_large",
+            "NASNet-Large training step, batch 8, 331x331 images, 1000 classes (~23,000 ops; "
+            "slow to build, built only when asked for)", large=True),
+    Example("nmt", "models.nmt",
+            "GNMT-like 2-layer LSTM encoder-decoder with Luong attention, unrolled: batch 16, "
+            "40 source and 40 target tokens, 8,000-word vocabularies, 256 units (~7,000 ops)",
+            expert_layers=seq2seq_expert_layers(2)),
+    Example("small_cnn", "models.small_cnn",
             "two-branch CNN training step, batch 4, 32x32 images (~200 ops)"),
-    Example("mlp", "mlp", "two-layer MLP training step, batch 16 (~100 ops)"),
+    Example("mlp", "models.mlp", "two-layer MLP training step, batch 16 (~100 ops)"),
 ]}
 
 
-def names() -> list:
-    return sorted(EXAMPLES)
+def names(include_large: bool = False) -> list:
+    """The single graphs (not family members); large ones only when asked for."""
+    return sorted(name for name, e in EXAMPLES.items() if include_large or not e.large)
+
+
+def families() -> dict:
+    """{family: its member names}: member K of family F is `F-K`, drawn with seed K."""
+    return {family: [f"{family}-{seed}" for seed in range(_families.SIZE)]
+            for family in _families.FAMILIES}
+
+
+def family_description(family: str) -> str:
+    return _families.FAMILIES[family][1]
 
 
 def get(name: str) -> Example:
-    if name not in EXAMPLES:
-        raise SourceError(f"examples:{name}: no such example (examples: {', '.join(names())})")
-    return EXAMPLES[name]
+    if name in EXAMPLES:
+        return EXAMPLES[name]
+    family, _, seed = name.rpartition("-")
+    if family not in _families.FAMILIES:
+        raise SourceError(f"examples:{name}: no such example (examples: "
+                          f"{', '.join(names(include_large=True))}; families: "
+                          f"{', '.join(f'{f}-0 .. {f}-{_families.SIZE - 1}' for f in families())})")
+    if seed not in [str(k) for k in range(_families.SIZE)]:
+        raise SourceError(f"examples:{name}: {family} has members {family}-0 .. "
+                          f"{family}-{_families.SIZE - 1}")
+    return _member(family, int(seed))
+
+
+def _member(family: str, seed: int) -> Example:
+    spec = _families.sample(family, seed)
+    experts = (seq2seq_expert_layers(len(spec.cells))
+               if isinstance(spec, _families.Seq2SeqSpec) else ())
+    return Example(f"{family}-{seed}", "families.build",
+                   f"{family} member {seed}: {spec.describe()}", _families.VERSION,
+                   (family, seed), experts)
 
 
 def saved_model_path(name: str) -> str:
@@ -83,11 +139,12 @@ def build_saved_model(name: str, out: str) -> None:
     """Build the example's training step and save it with a `train_step` signature."""
     import tensorflow as tf
 
-    from examples import models
-
-    module = getattr(models, get(name).builder)()
-    tf.saved_model.save(module, out,
-                        signatures={SIGNATURE: module.train_step.get_concrete_function()})
+    example = get(name)
+    module_name, function = example.builder.rsplit(".", 1)
+    module = getattr(importlib.import_module(f"examples.{module_name}"), function)(*example.args)
+    # The tf.function itself, not a concrete function traced beforehand: saving traces it
+    # anyway, so a concrete function would double the tracing, the larger part of a build.
+    tf.saved_model.save(module, out, signatures={SIGNATURE: module.train_step})
 
 
 if __name__ == "__main__":

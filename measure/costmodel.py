@@ -22,12 +22,23 @@ import pandas as pd
 from tf_placeto.graph.op_graph import OpGraph
 
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
+LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
+# Bump when profiling measures something new or differently: older cached profiles are redone.
+PROFILER_VERSION = 2
 
 
 def graph_fingerprint(graph: OpGraph) -> str:
-    """A hash of the source graph and signature: the same model gives the same fingerprint."""
+    """A hash of the source graph and signature, devices left out: the same model gives the
+    same fingerprint, and so does a placed copy of it (profiling runs it on one device)."""
     source = graph.source
-    digest = hashlib.sha256(source.graph_def.SerializeToString(deterministic=True))
+    unplaced = type(source.graph_def)()
+    unplaced.CopyFrom(source.graph_def)
+    for node in unplaced.node:
+        node.device = ""
+    for function in unplaced.library.function:
+        for node in function.node_def:
+            node.device = ""
+    digest = hashlib.sha256(unplaced.SerializeToString(deterministic=True))
     digest.update(str(source.signature).encode())
     return digest.hexdigest()
 
@@ -51,6 +62,7 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
         "devices": list(device_names),
         "device_types": sorted({parse_device(d).device_type for d in device_names}),
         "tensorflow": tf.__version__,
+        "profiler": PROFILER_VERSION,
     }
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
     return key, parts
@@ -59,7 +71,7 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
 @dataclasses.dataclass
 class CostModel:
     ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced
-    links: pd.DataFrame    # src, dst, latency_us, bytes_per_us
+    links: pd.DataFrame    # src, dst, latency_us, bytes_per_us, copy_share
     meta: dict
 
     @property
@@ -90,19 +102,56 @@ class CostModel:
         return max(0.0, (step - ran["compute_us"].sum()) / max(len(ran), 1))
 
     def link_arrays(self, device_names) -> tuple:
-        """(latency_us, bytes_per_us) matrices over `device_names`, same device = free."""
+        """(latency_us, bytes_per_us, copy_share) matrices over `device_names`; a device to
+        itself is free. copy_share: the part of bytes / bandwidth that each end's processor
+        spends copying (0 where the profile did not measure it)."""
         n = len(device_names)
-        latency = np.zeros((n, n))
+        latency, share = np.zeros((n, n)), np.zeros((n, n))
         bandwidth = np.full((n, n), np.inf)
-        fitted = {(r.src, r.dst): (r.latency_us, r.bytes_per_us) for r in self.links.itertuples()}
+        links = self.links.assign(copy_share=self._copy_shares())
+        fitted = {(r.src, r.dst): (r.latency_us, r.bytes_per_us, r.copy_share)
+                  for r in links.itertuples()}
         for i, a in enumerate(device_names):
             for j, b in enumerate(device_names):
                 if i == j:
                     continue
                 if (a, b) not in fitted:
                     raise ValueError(f"the profile has no link measurement from {a} to {b}")
-                latency[i, j], bandwidth[i, j] = fitted[(a, b)]
-        return latency, bandwidth
+                latency[i, j], bandwidth[i, j], share[i, j] = fitted[(a, b)]
+        return latency, bandwidth, share
+
+    def _copy_shares(self) -> pd.Series:
+        if "copy_share" in self.links:
+            return self.links["copy_share"].fillna(0.0)
+        return pd.Series(0.0, index=self.links.index)
+
+    def with_more_devices(self, count: int) -> tuple:
+        """(device names, cost model) for `count` simulated devices like the profiled ones.
+
+        The simulated machine is the profiled one with more of the same devices: the same per-op
+        costs, and for every pair of devices the median of the links that were measured. Names
+        follow the profiled ones: tasks of the same job on a cluster, /device:TYPE:k locally.
+        """
+        from tf_placeto.devices import parse_device
+
+        if count < 1:
+            raise ValueError(f"a device count must be at least 1, not {count}")
+        profiled = [parse_device(name) for name in self.meta.get("devices", [])]
+        if not profiled:
+            raise ValueError("the profile does not name the devices it was made on")
+        if count > 1 and self.links.empty:
+            raise ValueError("the profile measured no link (it was made on one device): profile "
+                             "on at least two devices to simulate several")
+        first = profiled[0]
+        names = [dataclasses.replace(first, task=k, index=0).name if not first.is_local
+                 else dataclasses.replace(first, index=k).name for k in range(count)]
+        link = {"latency_us": float(self.links["latency_us"].median()) if count > 1 else 0.0,
+                "bytes_per_us": float(self.links["bytes_per_us"].median()) if count > 1 else np.inf,
+                "copy_share": float(self._copy_shares().median()) if count > 1 else 0.0}
+        links = pd.DataFrame([{"src": a, "dst": b, **link} for a in names for b in names if a != b],
+                             columns=LINK_COLUMNS)
+        meta = {**self.meta, "simulated_devices": names}
+        return names, CostModel(ops=self.ops, links=links, meta=meta)
 
     def save(self, directory: str) -> None:
         """Write atomically: a half-written profile is never found as a cache hit."""

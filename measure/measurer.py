@@ -158,12 +158,13 @@ class SimulatedMeasurer(Measurer):
         super().__init__(graph, devices)
         names = devices.names
         types = list(dict.fromkeys(d.device_type for d in devices))
-        latency, bandwidth = cost_model.link_arrays(names)
+        latency, bandwidth, copy_share = cost_model.link_arrays(names)
         capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
         self.problem = SimulationProblem.from_op_graph(
             graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
             device_type_of=np.array([types.index(d.device_type) for d in devices]),
-            link_latency_us=latency, link_bytes_per_us=bandwidth, memory_capacity=capacity,
+            link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
+            memory_capacity=capacity,
             op_overhead_us=cost_model.op_overhead_us(types[0]))
         self.device_index = {n: i for i, n in enumerate(names)}
         self.schedule = schedule

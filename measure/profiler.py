@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from measure import step_stats
-from measure.costmodel import CostModel, new_meta, profile_key
+from measure.costmodel import LINK_COLUMNS, CostModel, new_meta, profile_key
 from measure.runner import OK, ModelRunner
 from measure.runtime import Runtime
 from tf_placeto.cache import cache_dir
@@ -30,6 +30,8 @@ from tf_placeto.graph.op_graph import OpGraph
 # Transfer sizes for link calibration: from latency-bound to bandwidth-bound (float32 count).
 LINK_ELEMENTS = (256, 16_384, 262_144, 2_097_152)
 LINK_HOPS = 4
+# Copy-share calibration: 8 tensors of 8 MiB arrive while a chain of 256x256 matmuls runs.
+COPY_TENSORS, COPY_ELEMENTS, COPY_MATMUL = 8, 2_097_152, 256
 
 
 @dataclasses.dataclass
@@ -109,12 +111,12 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
 
 def calibrate_links(runtime: Runtime, runs: int = 3,
                     say: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
-    """Latency and bandwidth of each ordered device pair, from timed transfer chains.
+    """Latency, bandwidth and copy share of each ordered device pair, from timed transfers.
 
     A chain bounces a tensor between two devices LINK_HOPS times; the same chain on one
     device is the baseline. (cross - same) / hops is one transfer's time, fitted over sizes
     as latency + bytes / bandwidth. Both directions of a pair get the fit of the chain,
-    which crosses the link both ways.
+    which crosses the link both ways, and the copy share measured into the second device.
     """
     rows = []
     for a, b in itertools.combinations(runtime.device_names, 2):
@@ -128,10 +130,58 @@ def calibrate_links(runtime: Runtime, runs: int = 3,
         slope, intercept = np.polyfit(np.array(sizes, float), np.array(seconds) * 1e6, 1)
         latency_us = max(float(intercept), 0.0)
         bytes_per_us = 1.0 / slope if slope > 0 else float("inf")
+        share = copy_share(runtime, a, b, bytes_per_us, runs)
         for src, dst in ((a, b), (b, a)):
             rows.append({"src": src, "dst": dst, "latency_us": latency_us,
-                         "bytes_per_us": bytes_per_us})
-    return pd.DataFrame(rows, columns=["src", "dst", "latency_us", "bytes_per_us"])
+                         "bytes_per_us": bytes_per_us, "copy_share": share})
+    return pd.DataFrame(rows, columns=LINK_COLUMNS)
+
+
+def copy_share(runtime: Runtime, sender: str, receiver: str, bytes_per_us: float,
+               runs: int = 3) -> float:
+    """The part of bytes / bandwidth that the receiver's processor spends copying a transfer.
+
+    A chain of matmuls runs on the receiver alone, then again while COPY_TENSORS tensors arrive
+    from the sender: the traced time of the chain's ops grows by what the copies took from them
+    (on a CPU worker, gRPC deserializes on the same core). The chain is sized to outlast the
+    transfers. The sender's share (serializing) is taken to be the same.
+    """
+    if not np.isfinite(bytes_per_us):
+        return 0.0
+    transfer_us = COPY_TENSORS * COPY_ELEMENTS * 4 / bytes_per_us
+    per_matmul_us = _chain_op_us(runtime, sender, receiver, 20, False, runs) / 20
+    matmuls = int(min(np.ceil(2 * transfer_us / max(per_matmul_us, 1.0)), 5000))
+    alone = _chain_op_us(runtime, sender, receiver, matmuls, False, runs)
+    copying = _chain_op_us(runtime, sender, receiver, matmuls, True, runs)
+    return float(np.clip((copying - alone) / transfer_us, 0.0, 0.5))
+
+
+def _chain_op_us(runtime, sender, receiver, matmuls, with_transfers, runs) -> float:
+    """Median over traced runs of the summed run time of the receiver's chain ops."""
+    import tensorflow as tf
+
+    with tf.Graph().as_default() as graph:
+        with tf.device(receiver), tf.name_scope("chain"):
+            weights = tf.random.normal((COPY_MATMUL, COPY_MATMUL), stddev=COPY_MATMUL ** -0.5)
+            value = weights
+            for _ in range(matmuls):
+                value = tf.matmul(value, weights)
+            fetches = [tf.reduce_sum(value)]
+        for k in range(COPY_TENSORS if with_transfers else 0):
+            with tf.device(sender):
+                sent = tf.random.uniform([COPY_ELEMENTS], seed=k)
+            with tf.device(receiver):
+                fetches.append(tf.reduce_sum(sent))
+        with _plain_session(runtime, graph) as session:
+            session.run(fetches)
+            totals = []
+            for _ in range(runs):
+                metadata = tf.compat.v1.RunMetadata()
+                session.run(fetches, options=tf.compat.v1.RunOptions(
+                    trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=metadata)
+                times = step_stats.node_times_us([metadata])
+                totals.append(sum(t for name, t in times.items() if name.startswith("chain/")))
+    return statistics.median(totals)
 
 
 def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> float:
@@ -143,11 +193,10 @@ def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> f
             value = tf.random.uniform([elements])     # not foldable: computed every run
         for hop in range(LINK_HOPS):
             with tf.device(b if hop % 2 == 0 else a):
-                value = tf.negative(value)
+                value = tf.sin(value)
         with tf.device(a):
             fetch = tf.reduce_sum(value)
-        with tf.compat.v1.Session(runtime.target, graph=graph,
-                                  config=runtime.session_config()) as session:
+        with _plain_session(runtime, graph) as session:
             session.run(fetch)
             times = []
             for _ in range(runs):
@@ -155,3 +204,14 @@ def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> f
                 session.run(fetch)
                 times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def _plain_session(runtime: Runtime, graph):
+    """A session that runs the graph as built. Grappler would fold a calibration chain into
+    one op on one device (a unary-op composition, a cancelled Neg(Neg(x))), and no tensor
+    would travel."""
+    import tensorflow as tf
+
+    config = runtime.session_config()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return tf.compat.v1.Session(runtime.target, graph=graph, config=config)

@@ -20,6 +20,7 @@ import numpy as np
 
 from measure import step_stats
 from measure.runtime import Runtime
+from tf_placeto.errors import first_line
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.importer import import_graph_def
 from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_inputs
@@ -91,11 +92,11 @@ class ModelRunner:
                 return self._run_staged(tf, export_dir, runtime, warmup, repeats, traced,
                                         timeout_s)
         except tf.errors.ResourceExhaustedError as exc:
-            return StepRuns(INFEASIBLE, f"out of memory: {_first_line(exc)}")
+            return StepRuns(INFEASIBLE, f"out of memory: {first_line(exc)}")
         except tf.errors.DeadlineExceededError:
             return StepRuns(FAILED, f"a step took longer than the {timeout_s:g} s time limit")
         except tf.errors.OpError as exc:
-            return StepRuns(FAILED, f"{type(exc).__name__}: {_first_line(exc)}")
+            return StepRuns(FAILED, f"{type(exc).__name__}: {first_line(exc)}")
 
     def _run_staged(self, tf, export_dir, runtime, warmup, repeats, traced, timeout_s):
         feed_dict = {name: value for name, value in self.feeds.values()}
@@ -137,12 +138,6 @@ class ModelRunner:
             yield staging
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = getattr(exc, "message", None) or str(exc)
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2) -> StepRuns:

@@ -11,8 +11,12 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   appear after it;
 - a tensor consumed on another device is sent once per destination device; each ordered device
   pair is a channel carrying one transfer at a time, FIFO by the time the tensor became
-  available (ties by tensor); a transfer takes latency + bytes / bandwidth and does not occupy
-  either device's compute;
+  available (ties by tensor); a transfer takes latency + bytes / bandwidth;
+- where the devices' own processors copy the bytes (CPU workers talking gRPC: the sender
+  serializes, the receiver deserializes), a share s of bytes / bandwidth is a copy task on the
+  sender's queue before the wire and another on the receiver's queue after it, and the wire
+  takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
+  but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
 - memory: the persistent bytes (weights) of the ops on a device count for the whole step; an
   output is allocated at its op's start and freed when its last local consumer has finished and
   its last outgoing transfer has completed (no consumer: at its op's end); a received copy is
@@ -66,6 +70,7 @@ class SimulationProblem:
     link_bytes_per_us: np.ndarray  # float64 (n_devices, n_devices), diagonal inf
     memory_capacity: np.ndarray    # float64 (n_devices,), np.inf = unknown/unlimited
     op_overhead_us: float = 0.0    # fixed gap after each op on a device
+    link_copy_share: Optional[np.ndarray] = None  # float64 (n_devices, n_devices) in [0, 0.5]
     tensor_names: Optional[list] = None  # for schedules; default "producer:k"
 
     def __post_init__(self):
@@ -79,6 +84,9 @@ class SimulationProblem:
         self.link_latency_us = np.asarray(self.link_latency_us, dtype=np.float64)
         self.link_bytes_per_us = np.asarray(self.link_bytes_per_us, dtype=np.float64)
         self.memory_capacity = np.asarray(self.memory_capacity, dtype=np.float64).reshape(-1)
+        if self.link_copy_share is None:
+            self.link_copy_share = np.zeros_like(self.link_latency_us)
+        self.link_copy_share = np.asarray(self.link_copy_share, dtype=np.float64)
         self.op_overhead_us = float(self.op_overhead_us)
         self._validate()
         if self.tensor_names is None:
@@ -96,7 +104,7 @@ class SimulationProblem:
     @classmethod
     def from_op_graph(cls, graph, compute_us, device_names, device_type_of, link_latency_us,
                       link_bytes_per_us, memory_capacity=None, persistent_bytes=None,
-                      op_overhead_us=0.0) -> "SimulationProblem":
+                      op_overhead_us=0.0, link_copy_share=0.0) -> "SimulationProblem":
         """One tensor per op output; edges and sizes from the graph.
 
         `compute_us` is (n_ops,) or (n_ops, n_device_types); `device_type_of` may be None (one
@@ -137,6 +145,7 @@ class SimulationProblem:
             link_bytes_per_us=link_matrix(link_bytes_per_us, n_devices, diagonal=np.inf),
             memory_capacity=memory_capacity,
             op_overhead_us=op_overhead_us,
+            link_copy_share=link_matrix(link_copy_share, n_devices, diagonal=0.0),
             tensor_names=tensor_names,
         )
 
@@ -167,6 +176,9 @@ class SimulationProblem:
              "link matrices must be (n_devices, n_devices)"),
             (np.all(self.link_latency_us >= 0) and np.all(self.link_bytes_per_us > 0),
              "link latencies must be >= 0 and bandwidths > 0"),
+            (self.link_copy_share.shape == (n_devices, n_devices)
+             and np.all((self.link_copy_share >= 0) & (self.link_copy_share <= 0.5)),
+             "link copy shares must be an (n_devices, n_devices) matrix in [0, 0.5]"),
             (self.memory_capacity.shape == (n_devices,),
              "memory_capacity needs one entry per device"),
         ]
@@ -214,14 +226,16 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     if problem.n_ops and (placement.min() < 0 or placement.max() >= problem.n_devices):
         raise ValueError(f"placement indices must lie in [0, {problem.n_devices})")
     (op_start, op_end, transfer_tensor, transfer_dst, transfer_start, transfer_end,
-     busy, peak) = _simulate_compiled(
+     copy_start, copy_end, busy, peak) = _simulate_compiled(
         placement, problem.compute_us, problem.device_type_of, problem.op_overhead_us,
         problem.tensor_producer, problem.tensor_bytes, problem.edge_tensor, problem.edge_consumer,
         problem._tensor_edge_ptr, problem._tensor_edges, problem._op_in_ptr,
         problem._op_in_edges, problem._op_out_ptr, problem._op_out_tensors,
         problem._control_ptr, problem._control_succ, problem._n_preds,
-        problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us)
-    step = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0))
+        problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
+        problem.link_copy_share)
+    step = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
+               copy_end.max(initial=0.0))
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
@@ -229,7 +243,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
                               memory_excess_bytes=float(excess.sum()))
     if schedule:
         result.schedule = _schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
-                                          transfer_dst, transfer_start, transfer_end)
+                                          transfer_dst, transfer_start, transfer_end,
+                                          copy_start, copy_end)
     return result
 
 
@@ -319,22 +334,32 @@ def _csr(keys: np.ndarray, n_rows: int):
 
 
 def _schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_dst,
-                    transfer_start, transfer_end):
+                    transfer_start, transfer_end, copy_start, copy_end):
+    """Ops and copy tasks on their devices, transfers on their links ("src->dst")."""
     import pandas as pd
 
     op_bytes = np.bincount(problem.tensor_producer, weights=problem.tensor_bytes,
                            minlength=problem.n_ops).astype(np.int64)
     names = np.asarray(problem.device_names, dtype=object)
     src = placement[problem.tensor_producer[transfer_tensor]]
+    tensor_names = np.asarray(problem.tensor_names, dtype=object)[transfer_tensor]
+    nbytes = problem.tensor_bytes[transfer_tensor]
     ops = pd.DataFrame({"kind": "op", "name": problem.op_names, "device": names[placement],
                         "start_us": op_start, "end_us": op_end, "bytes": op_bytes})
     transfers = pd.DataFrame({
-        "kind": "transfer",
-        "name": np.asarray(problem.tensor_names, dtype=object)[transfer_tensor],
+        "kind": "transfer", "name": tensor_names,
         "device": [f"{s}->{d}" for s, d in zip(names[src], names[transfer_dst])],
-        "start_us": transfer_start, "end_us": transfer_end,
-        "bytes": problem.tensor_bytes[transfer_tensor]})
-    frame = pd.concat([ops, transfers], ignore_index=True)
+        "start_us": transfer_start, "end_us": transfer_end, "bytes": nbytes})
+    copied = np.flatnonzero(copy_end[0::2] > copy_start[0::2])
+    copies = pd.DataFrame({
+        "kind": "copy",
+        "name": np.concatenate([["send " + n for n in tensor_names[copied]],
+                                ["receive " + n for n in tensor_names[copied]]]),
+        "device": np.concatenate([names[src[copied]], names[transfer_dst[copied]]]),
+        "start_us": np.concatenate([copy_start[0::2][copied], copy_start[1::2][copied]]),
+        "end_us": np.concatenate([copy_end[0::2][copied], copy_end[1::2][copied]]),
+        "bytes": np.concatenate([nbytes[copied], nbytes[copied]])})
+    frame = pd.concat([ops, transfers, copies], ignore_index=True)
     return frame.sort_values(["start_us", "end_us"], kind="stable", ignore_index=True)
 
 
@@ -397,11 +422,10 @@ def _mark(flags, stack, n, item):
 
 
 @numba.njit(cache=True)
-def _wake(op, now, placement, ready_time, ready_op, device_base, ready_size, device_dirty,
+def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_dirty,
           dirty_devices, n_dirty_devices):
-    """Queue a newly ready op on its device; return the new count of devices to revisit."""
-    d = placement[op]
-    _heap_push(ready_time, ready_op, device_base[d], ready_size[d], now, op)
+    """Queue a task that is ready now on device d; return the new count of devices to revisit."""
+    _heap_push(ready_time, ready_task, device_base[d], ready_size[d], now, task)
     ready_size[d] += 1
     return _mark(device_dirty, dirty_devices, n_dirty_devices, d)
 
@@ -411,7 +435,10 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
                        tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
                        op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
-                       persistent_bytes, link_latency_us, link_bytes_per_us):
+                       persistent_bytes, link_latency_us, link_bytes_per_us, link_copy_share):
+    """The event loop. Device tasks are ops (ids < n_ops) and copies: n_ops + 2 tr sends tensor
+    of transfer tr, n_ops + 2 tr + 1 receives it; events are device tasks ending and, with ids
+    from n_tasks on, transfers leaving the wire."""
     n_ops = placement.shape[0]
     n_devices = device_type_of.shape[0]
     n_channels = n_devices * n_devices
@@ -444,26 +471,38 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
             transfer_readers[transfer_to[dst]] += 1
         for k in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
             transfer_to[placement[edge_consumer[tensor_edges[k]]]] = -1
-
-    # Queues: a ready heap per device, a heap per channel, one heap of running work's ends.
+    n_tasks = n_ops + 2 * n_transfers
+    copy_us = np.zeros(n_transfers, np.float64)       # each of its two copy tasks
+    wire_us = np.zeros(n_transfers, np.float64)
     per_device = np.bincount(placement, minlength=n_devices)
-    device_base = np.zeros(n_devices, np.int64)
-    device_base[1:] = np.cumsum(per_device)[:-1]
     per_channel = np.zeros(n_channels, np.int64)
     for tr in range(n_transfers):
-        per_channel[placement[tensor_producer[transfer_tensor[tr]]] * n_devices
-                    + transfer_dst[tr]] += 1
+        t = transfer_tensor[tr]
+        src = placement[tensor_producer[t]]
+        dst = transfer_dst[tr]
+        share = link_copy_share[src, dst]
+        copy_us[tr] = share * tensor_bytes[t] / link_bytes_per_us[src, dst]
+        wire_us[tr] = (link_latency_us[src, dst]
+                       + (1.0 - 2.0 * share) * tensor_bytes[t] / link_bytes_per_us[src, dst])
+        per_channel[src * n_devices + dst] += 1
+        if share > 0:
+            per_device[src] += 1
+            per_device[dst] += 1
+
+    # Queues: a ready heap per device, a heap per channel, one heap of running work's ends.
+    device_base = np.zeros(n_devices, np.int64)
+    device_base[1:] = np.cumsum(per_device)[:-1]
     channel_base = np.zeros(n_channels, np.int64)
     channel_base[1:] = np.cumsum(per_channel)[:-1]
-    ready_time = np.empty(n_ops, np.float64)
-    ready_op = np.empty(n_ops, np.int64)
+    ready_time = np.empty(per_device.sum(), np.float64)
+    ready_task = np.empty(per_device.sum(), np.int64)
     ready_size = np.zeros(n_devices, np.int64)
     queued_time = np.empty(n_transfers, np.float64)
     queued_transfer = np.empty(n_transfers, np.int64)
     queued_size = np.zeros(n_channels, np.int64)
     transfer_queued = np.zeros(n_transfers, np.bool_)
     event_time = np.empty(n_devices + n_channels, np.float64)
-    event_id = np.empty(n_devices + n_channels, np.int64)   # op, or n_ops + transfer
+    event_id = np.empty(n_devices + n_channels, np.int64)
     n_events = 0
     device_busy = np.zeros(n_devices, np.bool_)
     channel_busy = np.zeros(n_channels, np.bool_)
@@ -484,12 +523,14 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
     op_end = np.zeros(n_ops, np.float64)
     transfer_start = np.zeros(n_transfers, np.float64)
     transfer_end = np.zeros(n_transfers, np.float64)
+    copy_start = np.zeros(2 * n_transfers, np.float64)
+    copy_end = np.zeros(2 * n_transfers, np.float64)
     waiting_for = n_preds.copy()
 
     now = 0.0
     for op in range(n_ops):
         if waiting_for[op] == 0:
-            n_dirty_devices = _wake(op, now, placement, ready_time, ready_op, device_base,
+            n_dirty_devices = _wake(op, placement[op], now, ready_time, ready_task, device_base,
                                     ready_size, device_dirty, dirty_devices, n_dirty_devices)
 
     while True:
@@ -499,17 +540,22 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
             device_dirty[d] = False
             if device_busy[d] or ready_size[d] == 0:
                 continue
-            op = _heap_pop(ready_time, ready_op, device_base[d], ready_size[d])
+            task = _heap_pop(ready_time, ready_task, device_base[d], ready_size[d])
             ready_size[d] -= 1
-            duration = compute_us[op, device_type_of[d]] + op_overhead_us
-            op_start[op] = now
-            op_end[op] = now + duration
+            if task < n_ops:
+                duration = compute_us[task, device_type_of[d]] + op_overhead_us
+                op_start[task] = now
+                op_end[task] = now + duration
+                for j in range(op_out_ptr[task], op_out_ptr[task + 1]):
+                    memory[d] += tensor_bytes[op_out_tensors[j]]
+                peak[d] = max(peak[d], memory[d])
+            else:
+                duration = copy_us[(task - n_ops) // 2]
+                copy_start[task - n_ops] = now
+                copy_end[task - n_ops] = now + duration
             busy[d] += duration
             device_busy[d] = True
-            for j in range(op_out_ptr[op], op_out_ptr[op + 1]):
-                memory[d] += tensor_bytes[op_out_tensors[j]]
-            peak[d] = max(peak[d], memory[d])
-            _heap_push(event_time, event_id, 0, n_events, now + duration, op)
+            _heap_push(event_time, event_id, 0, n_events, now + duration, task)
             n_events += 1
         n_dirty_devices = 0
         for k in range(n_dirty_channels):
@@ -519,16 +565,13 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
                 continue
             tr = _heap_pop(queued_time, queued_transfer, channel_base[c], queued_size[c])
             queued_size[c] -= 1
-            t = transfer_tensor[tr]
-            src = c // n_devices
             dst = transfer_dst[tr]
-            duration = link_latency_us[src, dst] + tensor_bytes[t] / link_bytes_per_us[src, dst]
             transfer_start[tr] = now
-            transfer_end[tr] = now + duration
+            transfer_end[tr] = now + wire_us[tr]
             channel_busy[c] = True
-            memory[dst] += tensor_bytes[t]
+            memory[dst] += tensor_bytes[transfer_tensor[tr]]
             peak[dst] = max(peak[dst], memory[dst])
-            _heap_push(event_time, event_id, 0, n_events, now + duration, n_ops + tr)
+            _heap_push(event_time, event_id, 0, n_events, now + wire_us[tr], n_tasks + tr)
             n_events += 1
         n_dirty_channels = 0
 
@@ -539,11 +582,14 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
         while n_events > 0 and event_time[0] == now:
             ident = _heap_pop(event_time, event_id, 0, n_events)
             n_events -= 1
-            if ident < n_ops:
-                op = ident
-                d = placement[op]
+            if ident < n_tasks:               # a device is free again
+                d = placement[ident] if ident < n_ops else (
+                    placement[tensor_producer[transfer_tensor[(ident - n_ops) // 2]]]
+                    if (ident - n_ops) % 2 == 0 else transfer_dst[(ident - n_ops) // 2])
                 device_busy[d] = False
                 n_dirty_devices = _mark(device_dirty, dirty_devices, n_dirty_devices, d)
+            if ident < n_ops:
+                op = ident
                 for k in range(op_in_ptr[op], op_in_ptr[op + 1]):
                     e = op_in_edges[k]
                     t = edge_tensor[e]
@@ -567,26 +613,34 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
                             waiting_for[edge_consumer[e]] -= 1
                             if waiting_for[edge_consumer[e]] == 0:
                                 n_dirty_devices = _wake(
-                                    edge_consumer[e], now, placement, ready_time, ready_op,
-                                    device_base, ready_size, device_dirty, dirty_devices,
-                                    n_dirty_devices)
+                                    edge_consumer[e], placement[edge_consumer[e]], now,
+                                    ready_time, ready_task, device_base, ready_size,
+                                    device_dirty, dirty_devices, n_dirty_devices)
                         elif not transfer_queued[tr]:
                             transfer_queued[tr] = True
-                            c = d * n_devices + transfer_dst[tr]
-                            _heap_push(queued_time, queued_transfer, channel_base[c],
-                                       queued_size[c], now, tr)
-                            queued_size[c] += 1
-                            n_dirty_channels = _mark(channel_dirty, dirty_channels,
-                                                     n_dirty_channels, c)
+                            if copy_us[tr] > 0:
+                                n_dirty_devices = _wake(
+                                    n_ops + 2 * tr, d, now, ready_time, ready_task, device_base,
+                                    ready_size, device_dirty, dirty_devices, n_dirty_devices)
+                            else:
+                                n_dirty_channels = _queue_transfer(
+                                    tr, d * n_devices + transfer_dst[tr], now, queued_time,
+                                    queued_transfer, channel_base, queued_size, channel_dirty,
+                                    dirty_channels, n_dirty_channels)
                 for k in range(control_ptr[op], control_ptr[op + 1]):
                     successor = control_succ[k]
                     waiting_for[successor] -= 1
                     if waiting_for[successor] == 0:
-                        n_dirty_devices = _wake(successor, now, placement, ready_time, ready_op,
-                                                device_base, ready_size, device_dirty,
-                                                dirty_devices, n_dirty_devices)
-            else:
-                tr = ident - n_ops
+                        n_dirty_devices = _wake(successor, placement[successor], now,
+                                                ready_time, ready_task, device_base, ready_size,
+                                                device_dirty, dirty_devices, n_dirty_devices)
+            elif ident < n_tasks and (ident - n_ops) % 2 == 0:    # serialized: onto the wire
+                tr = (ident - n_ops) // 2
+                n_dirty_channels = _queue_transfer(
+                    tr, d * n_devices + transfer_dst[tr], now, queued_time, queued_transfer,
+                    channel_base, queued_size, channel_dirty, dirty_channels, n_dirty_channels)
+            elif ident >= n_tasks:            # off the wire: the sender's copy may go
+                tr = ident - n_tasks
                 t = transfer_tensor[tr]
                 src = placement[tensor_producer[t]]
                 c = src * n_devices + transfer_dst[tr]
@@ -595,17 +649,52 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
                 tensor_holds[t] -= 1
                 if tensor_holds[t] == 0:
                     memory[src] -= tensor_bytes[t]
-                for j in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
-                    e = tensor_edges[j]
-                    if edge_transfer[e] == tr:
-                        waiting_for[edge_consumer[e]] -= 1
-                        if waiting_for[edge_consumer[e]] == 0:
-                            n_dirty_devices = _wake(
-                                edge_consumer[e], now, placement, ready_time, ready_op,
-                                device_base, ready_size, device_dirty, dirty_devices,
-                                n_dirty_devices)
+                if copy_us[tr] > 0:
+                    n_dirty_devices = _wake(n_ops + 2 * tr + 1, transfer_dst[tr], now,
+                                            ready_time, ready_task, device_base, ready_size,
+                                            device_dirty, dirty_devices, n_dirty_devices)
+                else:
+                    n_dirty_devices = _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges,
+                                               edge_transfer, edge_consumer, transfer_tensor,
+                                               waiting_for, ready_time, ready_task, device_base,
+                                               ready_size, device_dirty, dirty_devices,
+                                               n_dirty_devices)
+            else:                             # deserialized: the consumers may run
+                n_dirty_devices = _deliver((ident - n_ops) // 2, now, placement,
+                                           tensor_edge_ptr, tensor_edges, edge_transfer,
+                                           edge_consumer, transfer_tensor, waiting_for,
+                                           ready_time, ready_task, device_base, ready_size,
+                                           device_dirty, dirty_devices, n_dirty_devices)
     return (op_start, op_end, transfer_tensor[:n_transfers].copy(),
-            transfer_dst[:n_transfers].copy(), transfer_start, transfer_end, busy, peak)
+            transfer_dst[:n_transfers].copy(), transfer_start, transfer_end, copy_start,
+            copy_end, busy, peak)
+
+
+@numba.njit(cache=True)
+def _queue_transfer(tr, channel, now, queued_time, queued_transfer, channel_base, queued_size,
+                    channel_dirty, dirty_channels, n_dirty_channels):
+    """Queue a transfer on its channel; return the new count of channels to revisit."""
+    _heap_push(queued_time, queued_transfer, channel_base[channel], queued_size[channel], now, tr)
+    queued_size[channel] += 1
+    return _mark(channel_dirty, dirty_channels, n_dirty_channels, channel)
+
+
+@numba.njit(cache=True)
+def _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges, edge_transfer, edge_consumer,
+             transfer_tensor, waiting_for, ready_time, ready_task, device_base, ready_size,
+             device_dirty, dirty_devices, n_dirty_devices):
+    """A received tensor is usable: wake the consumers it completes."""
+    t = transfer_tensor[tr]
+    for j in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
+        e = tensor_edges[j]
+        if edge_transfer[e] == tr:
+            consumer = edge_consumer[e]
+            waiting_for[consumer] -= 1
+            if waiting_for[consumer] == 0:
+                n_dirty_devices = _wake(consumer, placement[consumer], now, ready_time,
+                                        ready_task, device_base, ready_size, device_dirty,
+                                        dirty_devices, n_dirty_devices)
+    return n_dirty_devices
 
 
 @numba.njit(cache=True)

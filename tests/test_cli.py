@@ -115,3 +115,61 @@ def test_bad_input_gives_one_line_and_changes_nothing(mlp_model, inspected, tmp_
         assert "Traceback" not in result.stderr
         assert not os.path.exists(tmp_path / "out"), label
     assert tree_digest(mlp_model) == before
+
+
+def _placement_file(inspected, path, devices):
+    path.write_text(json.dumps({op: devices[g["id"] % len(devices)]
+                                for g in inspected["groups"] for op in g["ops"]}))
+    return str(path)
+
+
+def test_profile_stores_a_cost_model_and_finds_it_again(mlp_model, tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run_cli("profile", mlp_model, "--devices", "2", "--runs", "2", "--cache", cache, "--json")
+    assert first.returncode == 0, first.stderr
+    profiled = json.loads(first.stdout)
+    assert not profiled["cached"] and profiled["traced_ops"] > 0
+    assert [(l["src"], l["dst"]) for l in profiled["links"]] == [
+        ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
+    again = run_cli("profile", mlp_model, "--devices", "2", "--cache", cache)
+    assert again.returncode == 0 and "found in the cache" in again.stdout
+    assert "found a profile in the cache" in again.stderr
+
+
+def test_measure_runs_several_placements_and_simulates_them(mlp_model, inspected, tmp_path):
+    cache = str(tmp_path / "cache")
+    files = [_placement_file(inspected, tmp_path / "split.json", ["/device:CPU:0", "/device:CPU:1"]),
+             _placement_file(inspected, tmp_path / "one.json", ["/device:CPU:1"])]
+    args = ["measure", mlp_model, "--devices", "2", "--cache", cache, "--json",
+            "--placement", files[0], "--placement", files[1]]
+    real = run_cli(*args, "--repeats", "3")
+    assert real.returncode == 0, real.stderr
+    results = json.loads(real.stdout)
+    assert [r["label"] for r in results] == files
+    assert all(r["status"] == "ok" and r["runs"] == 3 and not r["simulated"] for r in results)
+    assert all(r["step_time_s"] > 0 and r["spread_s"] >= 0 for r in results)
+    simulated = json.loads(run_cli(*args, "--simulate").stdout)
+    assert all(r["simulated"] and r["step_time_s"] > 0 for r in simulated)
+    assert set(simulated[1]["busy_s"]) == {"/device:CPU:0", "/device:CPU:1"}
+    assert simulated[1]["busy_s"]["/device:CPU:0"] < simulated[1]["busy_s"]["/device:CPU:1"]
+
+
+def test_measure_on_a_local_cluster(mlp_model, inspected, tmp_path):
+    tasks = [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in range(2)]
+    placement = _placement_file(inspected, tmp_path / "tasks.json", tasks)
+    result = run_cli("measure", mlp_model, "--cluster", "local:2", "--placement", placement,
+                     "--repeats", "2", "--cache", str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout and placement in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--devices", "2", "--cluster", "local:2"], "not both"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--cluster", "local:zero"], "local:N with N >= 1"),
+    (["--cluster", '{"worker": ["nohost"]}'], "not an address"),
+])
+def test_measure_bad_input_gives_one_line(mlp_model, args, message):
+    result = run_cli("measure", mlp_model, *args)
+    assert result.returncode == 2 and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1

@@ -51,9 +51,48 @@ def test_arrays_for_the_simulator(graph):
     model = _model(graph)
     costs = model.compute_us(graph, ["CPU"])
     assert costs.shape == (len(graph), 1) and costs[3, 0] == 3.0
-    latency, bandwidth = model.link_arrays(["/device:CPU:0", "/device:CPU:1"])
+    latency, bandwidth, share = model.link_arrays(["/device:CPU:0", "/device:CPU:1"])
     assert latency[0, 1] == 20.0 and latency[0, 0] == 0.0 and np.isinf(bandwidth[1, 1])
+    assert not share.any()                  # a profile that did not measure copies: none
+    model.links["copy_share"] = 0.4
+    assert model.link_arrays(["/device:CPU:0", "/device:CPU:1"])[2][1, 0] == 0.4
     with pytest.raises(ValueError, match="GPU"):
         model.compute_us(graph, ["GPU"])
     with pytest.raises(ValueError, match="no link"):
         model.link_arrays(["/device:CPU:0", "/device:CPU:2"])
+
+
+@pytest.mark.parametrize("profiled, expected", [
+    (["/device:CPU:0", "/device:CPU:1"], ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]),
+    (["/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"],
+     [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in range(3)]),
+])
+def test_more_devices_like_the_profiled_ones(graph, profiled, expected):
+    model = _model(graph)
+    model.meta["devices"] = profiled
+    model.links["src"] = [profiled[0], profiled[1]]
+    model.links["dst"] = [profiled[1], profiled[0]]
+    names, bigger = model.with_more_devices(3)
+    assert names == expected
+    latency, bandwidth, share = bigger.link_arrays(names)
+    assert latency[2, 0] == 20.0 and bandwidth[1, 2] == 1000.0 and latency[1, 1] == 0.0
+    assert not share.any()
+    assert bigger.compute_us(graph, ["CPU"]).sum() == model.compute_us(graph, ["CPU"]).sum()
+
+
+def test_more_devices_need_a_measured_link(graph):
+    model = _model(graph)
+    model.meta["devices"] = ["/device:CPU:0"]
+    model.links = model.links.iloc[:0]
+    with pytest.raises(ValueError, match="at least two devices"):
+        model.with_more_devices(2)
+    assert model.with_more_devices(1)[0] == ["/device:CPU:0"]
+
+
+def test_a_placed_copy_has_the_profile_of_its_source(graph, mlp_model, tmp_path):
+    from helpers import round_robin
+
+    placed = tp.apply_placement(graph, round_robin(tp.group(graph, max_groups=4)),
+                                str(tmp_path / "placed"))
+    assert profile_key(tp.import_graph(placed.out), ["/device:CPU:0"]) == \
+        profile_key(graph, ["/device:CPU:0"])

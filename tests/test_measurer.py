@@ -70,3 +70,51 @@ def test_bad_placements_are_refused_before_running(graph):
     measurer = RealMeasurer(graph, Runtime.local(tp.DeviceSet.local(2)), repeats=1)
     with pytest.raises(tp.PlacetoError):
         measurer.evaluate([{"no/such/op": "/device:CPU:0"}])
+
+
+class _Huge(tf.Module):
+    """A step that asks for a 4 TiB tensor: no device here can hold it."""
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def step(self, x):
+        return {"total": tf.reduce_sum(tf.fill([2**20, 2**20], x))}
+
+
+def test_out_of_memory_is_infeasible_and_the_next_one_works(graph, tmp_path):
+    huge = _Huge()
+    path = str(tmp_path / "huge")
+    tf.saved_model.save(huge, path, signatures={"step": huge.step})
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    [result] = RealMeasurer(tp.import_graph(path), runtime, repeats=1).evaluate([None])
+    assert result.status == "infeasible"
+    assert "OOM when allocating tensor with shape[1048576,1048576]" in result.reason
+    [ok] = RealMeasurer(graph, runtime, repeats=1).evaluate([None])
+    assert ok.status == "ok"
+
+
+def test_a_worker_dying_mid_measurement_fails_it_and_the_next_one_works(tmp_path):
+    import signal
+    import threading
+
+    from measure.cluster import LocalCluster
+
+    spinner = _Spinner()
+    path = str(tmp_path / "spinner")
+    tf.saved_model.save(spinner, path, signatures={"step": spinner.step})
+    spin = tp.import_graph(path)
+    with LocalCluster(2) as cluster:
+        runtime = Runtime.on_cluster(cluster)
+        on_task1 = {op.name: cluster.device_names[1] for op in spin.ops}
+        doomed = cluster.pids[1]
+        killer = threading.Timer(2.0, os.kill, (doomed, signal.SIGKILL))
+        killer.start()
+        try:
+            [failed] = RealMeasurer(spin, runtime, repeats=3, warmup=0,
+                                    timeout_s=60).evaluate([on_task1])
+        finally:
+            killer.cancel()
+        assert failed.status == "failed"
+        assert "worker task(s) [1] died during the measurement" in failed.reason
+        [ok] = RealMeasurer(spin, runtime, repeats=1, warmup=0).evaluate([None])
+        assert ok.status == "ok" and cluster.alive() == [True, True]
+        assert cluster.pids[1] != doomed

@@ -44,3 +44,13 @@ def test_links_between_logical_cpus_are_fitted(runtime):
     assert list(links[["src", "dst"]].itertuples(index=False, name=None)) == [
         ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
     assert (links["latency_us"] >= 0).all() and (links["bytes_per_us"] > 0).all()
+
+
+def test_links_between_worker_processes_cost_time():
+    """A tensor between two processes crosses gRPC: latency and finite bandwidth, not free."""
+    from measure.cluster import LocalCluster
+
+    with LocalCluster(2) as cluster:
+        links = calibrate_links(Runtime.on_cluster(cluster), runs=2)
+    assert (links["latency_us"] > 20).all()
+    assert (links["bytes_per_us"] < 1e5).all()

@@ -9,7 +9,7 @@ from measure.simulator import (SimulationProblem, feasible, link_matrix, lower_b
 
 def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0.0,
                  bandwidth=np.inf, persistent=None, capacity=None, overhead=0.0,
-                 device_type_of=None):
+                 device_type_of=None, copy_share=0.0):
     """tensors: [(producer, bytes)]; edges: [(tensor, consumer)]; control: [(src, dst)]."""
     costs = np.asarray(costs, dtype=np.float64)
     tensors = np.asarray(tensors, dtype=np.int64).reshape(-1, 2)
@@ -27,7 +27,7 @@ def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0
         link_latency_us=link_matrix(latency, n_devices, diagonal=0.0),
         link_bytes_per_us=link_matrix(bandwidth, n_devices, diagonal=np.inf),
         memory_capacity=np.full(n_devices, np.inf) if capacity is None else capacity,
-        op_overhead_us=overhead)
+        op_overhead_us=overhead, link_copy_share=link_matrix(copy_share, n_devices, diagonal=0.0))
 
 
 def chain(costs, nbytes=0, **kwargs):
@@ -286,3 +286,34 @@ def test_real_graphs_build_valid_problems(mlp_model):
     sizes = variable_bytes(captured)
     assert sizes.sum() == 4 * 8 * 4
     assert captured.ops[int(sizes.argmax())].outputs[0].dtype == "resource"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5])
+def test_alone_a_copied_transfer_takes_its_measured_time(share):
+    problem = chain([10.0, 20.0], nbytes=1000, n_devices=2, latency=5.0, bandwidth=100.0,
+                    copy_share=share)
+    result = simulate(problem, np.array([0, 1]), schedule=True)
+    assert result.step_time_us == pytest.approx(10.0 + 5.0 + 10.0 + 20.0)
+    assert result.busy_us == pytest.approx([10.0 + share * 10.0, 20.0 + share * 10.0])
+    copies = result.schedule[result.schedule.kind == "copy"]
+    assert len(copies) == (2 if share else 0)
+    if share:
+        assert list(copies.device) == ["dev0", "dev1"]
+        assert list(copies.name) == ["send op0:0", "receive op0:0"]
+
+
+def test_copies_wait_for_the_devices_they_run_on():
+    """op0 (dev0) sends to op1 (dev1) while op2 keeps dev1 busy until 100: with copies done by
+    the processors the receive waits for op2; a DMA-like link delivers during op2."""
+    costs = [10.0, 10.0, 100.0]
+    kwargs = dict(tensors=[(0, 1000)], edges=[(0, 1)], n_devices=2, bandwidth=100.0)
+    placement = np.array([0, 1, 1])
+    assert simulate(make_problem(costs, **kwargs), placement).step_time_us == pytest.approx(110.0)
+    copied = simulate(make_problem(costs, copy_share=0.5, **kwargs), placement)
+    assert copied.step_time_us == pytest.approx(115.0)
+    assert copied.busy_us == pytest.approx([15.0, 115.0])
+
+
+def test_copy_shares_outside_half_are_refused():
+    with pytest.raises(ValueError, match="copy shares"):
+        chain([1.0, 1.0], n_devices=2, copy_share=0.6)

@@ -13,6 +13,8 @@ _EXPORTS = {
     "group": "tf_placeto.api",
     "apply_placement": "tf_placeto.api",
     "ApplyResult": "tf_placeto.api",
+    "place": "tf_placeto.api",
+    "PlaceResult": "tf_placeto.api",
     "load_source": "tf_placeto.graph.sources",
     "OpGraph": "tf_placeto.graph.op_graph",
     "GroupGraph": "tf_placeto.graph.grouping",

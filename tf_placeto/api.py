@@ -68,3 +68,89 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     if out is not None:
         write_placed(graph.source, proto, out, overwrite=overwrite)
     return ApplyResult(placement=full, proto=proto, out=out)
+
+
+@dataclasses.dataclass
+class PlaceResult:
+    """What `place` found: the placement, and the step before and after (predicted, measured)."""
+
+    source: str
+    method: str
+    placement: Placement
+    devices: list
+    groups: int
+    decide_s: float
+    info: dict
+    predicted: list             # [as written, placed] MeasureResults from the simulator
+    measured: Optional[list]    # [as written, placed] real MeasureResults, or None
+    out: Optional[str]
+    placement_file: Optional[str]
+
+    def summary(self) -> dict:
+        """A JSON-ready description (what `tf-placeto place --json` prints)."""
+        summary = {"source": self.source, "method": self.method, "devices": self.devices,
+                   "groups": self.groups, "decide_s": self.decide_s,
+                   "out": self.out, "placement": self.placement_file,
+                   **{k: v.item() if hasattr(v, "item") else v for k, v in self.info.items()
+                      if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}}
+        for kind, results in (("predicted", self.predicted), ("measured", self.measured)):
+            if results:
+                before, after = results
+                summary.update({f"{kind}_before_s": before.step_time_s,
+                                f"{kind}_after_s": after.step_time_s,
+                                f"{kind}_spread_s": [before.spread_s, after.spread_s],
+                                f"{kind}_status": after.status})
+        return summary
+
+
+def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
+          cluster: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
+          memory_per_device: Optional[str] = None, seed: int = 0, measure: str = "real",
+          out: Optional[str] = None, placement_out: Optional[str] = None,
+          overwrite: bool = False, signature: Optional[str] = None,
+          cache: Optional[str] = None, say=lambda message: None) -> PlaceResult:
+    """Find a placement of `source` on the devices present and, optionally, write it.
+
+    devices / cluster: where it runs (see `tf-placeto measure --help`); the graph is profiled
+    there (cached). method: a name from tf_placeto.placers.names(). measure: "real" times the
+    step as written and as placed on those devices; "simulate" only predicts both. out: write
+    the placed copy of SOURCE there; its placement goes beside it as OUT.placement.json unless
+    `placement_out` names another file.
+    """
+    from measure.measurer import RealMeasurer, SimulatedMeasurer
+    from measure.runtime import open_runtime
+    from tf_placeto import placers
+    from tf_placeto.errors import PlacetoError
+    from tf_placeto.workload import MemoryLimit, load_workload
+
+    if measure not in ("real", "simulate"):
+        raise PlacetoError(f"measure must be 'real' or 'simulate', not {measure!r}")
+    memory = MemoryLimit.parse(memory_per_device)
+    if out is not None:
+        check_output_path(load_source(source, signature=signature).path, out, overwrite)
+    with open_runtime(devices, cluster) as runtime:
+        workload = load_workload(source, runtime, max_groups=max_groups, signature=signature,
+                                 cache=cache, say=say)
+        problem = workload.problem(memory=memory)
+        say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
+        decided = placers.place(method, problem, seed=seed)
+        placement = Placement(problem.placement(decided.group_devices))
+        device_set = DeviceSet.from_strings(runtime.device_names)
+        capacity = dict(zip(problem.device_names, problem.capacity_bytes))
+        predicted = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,
+                                      memory_capacity=capacity).evaluate(
+            [None, placement], ["as written", "placed"])
+        measured = None
+        if measure == "real":
+            say("measuring the step as written and as placed, for real")
+            measured = RealMeasurer(workload.graph, runtime, results_dir=workload.profile_dir
+                                    ).evaluate([None, placement], ["as written", "placed"])
+    if out is not None:
+        apply_placement(workload.graph, placement, out, devices=device_set, overwrite=overwrite)
+        placement_out = placement_out or f"{out.rstrip('/')}.placement.json"
+    if placement_out is not None:
+        placement.to_json(placement_out)
+    return PlaceResult(source=str(source), method=method, placement=placement,
+                       devices=problem.device_names, groups=len(workload.groups),
+                       decide_s=decided.decide_s, info=decided.info, predicted=predicted,
+                       measured=measured, out=out, placement_file=placement_out)

@@ -40,6 +40,20 @@ def _runtime_arguments(parser) -> None:
                              "ClusterSpec JSON (text or file), or TF_CONFIG")
 
 
+def _placing_arguments(parser) -> None:
+    from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+
+    parser.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+                        help=f"place at most N groups (default {DEFAULT_MAX_GROUPS})")
+    parser.add_argument("--memory-per-device", metavar="BYTES|FRACTION",
+                        help="memory limit of each device: bytes (2GiB, 500MB) or a fraction of "
+                             "the graph's single-device peak (0.6)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of randomised methods")
+    parser.add_argument("--cache", metavar="DIR",
+                        help="where profiles and results are kept "
+                             "(default $TF_PLACETO_CACHE/profiles)")
+
+
 def _say(message: str) -> None:
     print(f"tf-placeto: {message}", file=sys.stderr, flush=True)
 
@@ -101,6 +115,56 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default $TF_PLACETO_CACHE/profiles)")
     measure.add_argument("--json", action="store_true", help="print a JSON list of results")
     measure.set_defaults(handler=_measure)
+
+    place = commands.add_parser("place", help="find a placement with one method, write it")
+    _source_arguments(place)
+    _runtime_arguments(place)
+    _placing_arguments(place)
+    place.add_argument("--method", default="m_etf", metavar="NAME",
+                       help="placement method (default m_etf); see `tf-placeto compare --help`")
+    place.add_argument("--out", metavar="OUT",
+                       help="write SOURCE with the placement applied here (same kind as SOURCE)")
+    place.add_argument("--placement-out", metavar="FILE.json",
+                       help="write the placement (op -> device) here (default: OUT.placement.json)")
+    place.add_argument("--simulate", action="store_true",
+                       help="predict the before/after step times instead of measuring them")
+    place.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    place.add_argument("--json", action="store_true", help="print one JSON object")
+    place.set_defaults(handler=_place)
+
+    compare = commands.add_parser(
+        "compare", help="every placement method on graphs and device counts: the scoreboard")
+    compare.add_argument("graphs", metavar="GRAPH", nargs="+",
+                         help="SOURCEs to compare on (examples:NAME, SavedModel directories)")
+    compare.add_argument("--devices", metavar="N", type=int, nargs="+",
+                         help="device counts (default: the cluster's size); with --simulate, "
+                              "any counts: devices like the profiled ones")
+    compare.add_argument("--simulate", action="store_true",
+                         help="simulate every placement from the profile (default: measure each "
+                              "for real on the cluster)")
+    compare.add_argument("--cluster", metavar="SPEC", default="local:2",
+                         help="where to profile and measure (default local:2: two worker "
+                              "processes on this machine, one core each)")
+    compare.add_argument("--methods", metavar="M,M,...",
+                         help=f"methods to compare (default all)")
+    _placing_arguments(compare)
+    compare.add_argument("--repeats", type=int, default=5, metavar="N",
+                         help="timed runs per real measurement (default 5)")
+    compare.add_argument("--json", action="store_true", help="print the table as JSON records")
+    compare.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+    compare.add_argument("--plot", metavar="FILE.png", help="also draw the table")
+    compare.set_defaults(handler=_compare)
+
+    show = commands.add_parser("show", help="a placement's simulated step, devices and schedule")
+    _source_arguments(show)
+    _runtime_arguments(show)
+    show.add_argument("--placement", metavar="FILE.json",
+                      help="the placement to show (default: the devices written in SOURCE)")
+    show.add_argument("--gantt", metavar="FILE.png",
+                      help="draw the simulated schedule: a row per device, transfers below")
+    show.add_argument("--cache", metavar="DIR", help="where profiles are kept")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(handler=_show)
 
     examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
     examples.set_defaults(handler=_examples)
@@ -303,11 +367,149 @@ def _print_results(results) -> None:
         print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 
+def _check_placing(args) -> None:
+    from tf_placeto.errors import PlacetoError
+
+    _positive(args.max_groups, "--max-groups")
+    if getattr(args, "method", None) is not None:
+        from tf_placeto import placers
+
+        if args.method not in placers.names():
+            raise PlacetoError(f"unknown method {args.method!r}; methods: "
+                               f"{', '.join(placers.names())}")
+
+
+def _place(args) -> int:
+    import tf_placeto as tp
+
+    _check_placing(args)
+    result = tp.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
+                      max_groups=args.max_groups, memory_per_device=args.memory_per_device,
+                      seed=args.seed, measure="simulate" if args.simulate else "real",
+                      out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
+                      signature=args.signature, cache=args.cache, say=_say)
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    print(f"{args.method} placed {summary['groups']} groups of {args.source} on "
+          f"{len(summary['devices'])} devices in {summary['decide_s']:.2f} s")
+    for kind in ("predicted", "measured"):
+        if f"{kind}_after_s" in summary:
+            print(f"{kind} step: {summary[f'{kind}_before_s'] * 1e3:.1f} ms as written -> "
+                  f"{summary[f'{kind}_after_s'] * 1e3:.1f} ms placed"
+                  + (" (medians)" if kind == "measured" else "")
+                  + ("" if summary[f"{kind}_status"] == "ok" else f" ({summary[f'{kind}_status']})"))
+    for key, what in (("out", "placed model"), ("placement", "placement")):
+        if summary.get(key):
+            print(f"wrote the {what}: {summary[key]}")
+    return EXIT_OK
+
+
+def _compare(args) -> int:
+    from tqdm import tqdm
+
+    from measure.runtime import open_runtime
+    from tf_placeto import placers
+    from tf_placeto.compare import RealRuns, compare, printable
+    from tf_placeto.errors import PlacetoError
+    from tf_placeto.workload import MemoryLimit, load_workload
+
+    _check_placing(args)
+    _positive(args.repeats, "--repeats")
+    memory = MemoryLimit.parse(args.memory_per_device)
+    methods = args.methods.split(",") if args.methods else placers.names()
+    unknown = [m for m in methods if m not in placers.names()]
+    if unknown:
+        raise PlacetoError(f"unknown method(s) {', '.join(unknown)}; methods: "
+                           f"{', '.join(placers.names())}")
+    with open_runtime(cluster=args.cluster) as runtime:
+        counts = args.devices or [None]
+        if not args.simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
+            raise PlacetoError(f"measuring for real uses the cluster's {len(runtime.device_names)} "
+                               "devices: pass --simulate for other device counts")
+        workloads = [load_workload(graph, runtime, max_groups=args.max_groups, cache=args.cache,
+                                   say=_say) for graph in args.graphs]
+        real = None if args.simulate else RealRuns(runtime, repeats=args.repeats)
+        with tqdm(total=len(workloads) * len(counts) * len(methods), file=sys.stderr,
+                  unit="placement", leave=False) as bar:
+            def progress(message):
+                bar.set_description(message[:60])
+                if "for real" not in message:
+                    bar.update(1)
+            table = compare(workloads, counts, methods, memory=memory, real=real,
+                            seed=args.seed, progress=progress)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    if args.plot:
+        from tf_placeto.plots import comparison_plot
+
+        comparison_plot(table, args.plot)
+    if args.json:
+        print(table.to_json(orient="records"))
+    else:
+        print(printable(table))
+        if memory is not None:
+            print(f"\nmemory limit: {memory.describe()}")
+        for path, what in ((args.csv, "table"), (args.plot, "plot")):
+            if path:
+                print(f"wrote the {what}: {path}")
+    return EXIT_OK
+
+
+def _show(args) -> int:
+    import tf_placeto as tp
+    from measure.measurer import SimulatedMeasurer
+    from measure.profiler import profile
+    from measure.runtime import open_runtime
+
+    graph = tp.import_graph(args.source, signature=args.signature)
+    placement = tp.Placement.from_json(args.placement) if args.placement else None
+    named = set(placement.values()) if placement else set()
+    with open_runtime(args.devices, args.cluster, named=named) as runtime:
+        devices = tp.DeviceSet.from_strings(runtime.device_names)
+        if placement:
+            placement.validate(graph, devices)
+        model = profile(graph, runtime, cache=args.cache, say=_say).model
+    measurer = SimulatedMeasurer(graph, model, devices, schedule=bool(args.gantt))
+    [result] = measurer.evaluate([placement], labels=[args.placement or "as written"])
+    ops_on = dict.fromkeys(devices.names, 0)
+    for device in measurer.device_indices(placement):
+        ops_on[devices.names[device]] += 1
+    summary = {"source": args.source, "placement": result.label,
+               "predicted_step_s": result.step_time_s, "status": result.status,
+               "devices": [{"device": d, "ops": ops_on[d], "busy_s": result.busy_s[d],
+                            "peak_memory_bytes": result.peak_memory_bytes[d]}
+                           for d in devices.names]}
+    if args.gantt:
+        from tf_placeto.plots import gantt
+
+        gantt(result.schedule, args.gantt, title=f"{args.source}: {result.label}")
+        summary["gantt"] = args.gantt
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    import pandas as pd
+
+    print(f"{args.source} ({result.label}): predicted step {result.step_time_s * 1e3:.1f} ms, "
+          f"{result.status}")
+    frame = pd.DataFrame(summary["devices"])
+    frame["busy (ms)"] = frame.pop("busy_s") * 1e3
+    frame["peak MiB"] = frame.pop("peak_memory_bytes") / 2**20
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    if args.gantt:
+        print(f"wrote the schedule: {args.gantt}")
+    return EXIT_OK
+
+
 def _examples(args) -> int:
     from examples import registry
 
-    for name in registry.names():
+    for name in registry.names(include_large=True):
         print(f"examples:{name:<14} {registry.get(name).description}")
+    for family, members in registry.families().items():
+        print(f"examples:{family + '-K':<14} K = 0 .. {len(members) - 1}, seed K: "
+              f"{registry.family_description(family)}")
     return EXIT_OK
 
 

@@ -49,7 +49,7 @@ class GroupGraph:
     colocation: ColocationSets
     group_of: np.ndarray          # op index -> group id
     groups: list                  # group id -> sorted op indices; ids are a topological order
-    edges: dict                   # (src group, dst group) -> bytes, src < dst
+    edges: dict                   # (src group, dst group) -> bytes sent, src < dst
     feedback_edges: dict          # (src group, dst group) -> bytes, src > dst (forced)
     op_work: np.ndarray           # per op, the estimate the groups were balanced with
 
@@ -139,7 +139,11 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS,
     for i, g in enumerate(group_of):
         groups[g].append(i)
     edges, feedback = {}, {}
+    sent = set()          # a tensor read by several ops of one group travels to it once
     for e in graph.data_edges:
+        if (e.src, e.src_slot, group_of[e.dst]) in sent:
+            continue
+        sent.add((e.src, e.src_slot, group_of[e.dst]))
         _add_edge(edges, feedback, group_of[e.src], group_of[e.dst], graph.edge_bytes(e))
     for src, dst in graph.control_edges:
         _add_edge(edges, feedback, group_of[src], group_of[dst], 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable, Optional
 
-from tf_placeto.errors import SourceError
+from tf_placeto.errors import SourceError, first_line
 from tf_placeto.graph.op_graph import DataEdge, FunctionInstance, Op, OpGraph, TensorInfo
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
@@ -362,7 +362,7 @@ def _fill_missing_top_level_shapes(graph: OpGraph, graph_def) -> None:
         try:
             tf.graph_util.import_graph_def(graph_def, name="")
         except (ValueError, TypeError, tf.errors.OpError) as exc:
-            raise SourceError(f"TensorFlow cannot import the graph: {_first_line(exc)}") from exc
+            raise SourceError(f"TensorFlow cannot import the graph: {first_line(exc)}") from exc
         for op in missing:
             tf_op = g.get_operation_by_name(op.local_name)
             op.outputs = [_tensor_info(t.dtype, _known_shape(t.shape)) for t in tf_op.outputs]
@@ -372,8 +372,3 @@ def _known_shape(shape) -> Optional[tuple]:
     if shape.rank is None:
         return None
     return tuple(shape.as_list())
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

@@ -1,0 +1,78 @@
+"""The scoreboard: every placer on real graphs, simulated and measured, with honest ratios."""
+
+import numpy as np
+import pytest
+
+import tf_placeto as tp
+from measure.runtime import Runtime
+from tf_placeto import placers
+from tf_placeto.compare import LOWER_BOUND, RealRuns, compare, printable
+from tf_placeto.plots import comparison_plot, gantt
+from tf_placeto.workload import MemoryLimit, load_workload
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return Runtime.local(tp.DeviceSet.local(2))
+
+
+@pytest.fixture(scope="module")
+def workload(small_cnn_model, runtime, tmp_path_factory):
+    return load_workload(small_cnn_model, runtime, max_groups=16,
+                         cache=str(tmp_path_factory.mktemp("profiles")))
+
+
+@pytest.fixture(scope="module")
+def simulated(workload):
+    return compare([workload], [2, 3], placers.names())
+
+
+def test_every_method_and_the_bound_for_each_device_count(simulated):
+    assert len(simulated) == 2 * (len(placers.names()) + 1)
+    for count in (2, 3):
+        rows = simulated[simulated["devices"] == count]
+        assert list(rows["method"]) == [LOWER_BOUND] + placers.names()
+    methods = simulated[simulated["method"] != LOWER_BOUND]
+    assert (methods["status"] == "ok").all() and (methods["decide_s"] >= 0).all()
+    assert (methods["step_s"] >= methods["lower_bound_s"]).all()
+    assert (methods["vs_lower_bound"] >= 1).all()
+
+
+def test_ratios_are_to_the_best_method(simulated):
+    methods = simulated[simulated["method"] != LOWER_BOUND]
+    for _, rows in methods.groupby("devices"):
+        assert rows["vs_best"].min() == pytest.approx(1.0)
+        single = rows[rows["method"] == "single"]["step_s"].item()
+        assert rows["step_s"].min() <= single
+
+
+def test_a_memory_limit_shows_who_finds_a_placement(workload):
+    table = compare([workload], [2], ["single", "m_topo", "m_etf", "metis"],
+                    memory=MemoryLimit(fraction=0.8))
+    status = dict(zip(table["method"], table["status"]))
+    assert status["single"] == "infeasible"
+    assert "ok" in {status["m_topo"], status["m_etf"], status["metis"]}
+    limit = table["memory_limit_bytes"].iloc[0]
+    feasible = table[table["status"] == "ok"]
+    assert (feasible["peak_memory_bytes"] <= limit).all()
+
+
+def test_real_runs_give_medians_with_spread(workload, runtime):
+    table = compare([workload], [None], ["single", "round_robin"],
+                    real=RealRuns(runtime, repeats=2))
+    measured = table[table["method"] != LOWER_BOUND]
+    assert (measured["runs"] == 2).all() and (measured["status"] == "ok").all()
+    assert (measured["spread_s"] >= 0).all() and (measured["predicted_s"] > 0).all()
+    assert "spread (ms)" in printable(table)
+
+
+def test_pictures_are_written(simulated, workload, tmp_path):
+    plot = comparison_plot(simulated, str(tmp_path / "compare.png"))
+    assert open(plot, "rb").read(8) == PNG
+    problem = workload.problem(2)
+    decision = placers.place("m_etf", problem).group_devices
+    schedule = problem.simulate(decision, schedule=True).schedule
+    chart = gantt(schedule, str(tmp_path / "gantt.png"), title="m_etf")
+    assert open(chart, "rb").read(8) == PNG

@@ -1,0 +1,187 @@
+"""The algorithmic placers on real example graphs, judged by the op-level simulator."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tf_placeto import placers
+from tf_placeto.placers.problem import PlacementProblem
+
+ALL = ["single", "expert", "round_robin", "random", "metis", "m_topo", "m_etf", "m_sct", "heft"]
+SPLITTING = [name for name in ALL if name not in ("single", "expert")]
+LIST_SCHEDULERS = ["m_etf", "m_sct", "heft"]
+
+
+def estimated_cost_model(graph):
+    """A profile without running anything: static work estimates, Placeto's link speed."""
+    from measure.costmodel import CostModel
+    from tf_placeto.graph.work import estimate_work
+
+    ops = pd.DataFrame({"op": [op.name for op in graph.ops], "device_type": "CPU",
+                        "compute_us": estimate_work(graph) / 1e3,
+                        "output_bytes": [op.output_bytes for op in graph.ops], "traced": True})
+    pair = ["/device:CPU:0", "/device:CPU:1"]
+    links = pd.DataFrame([{"src": a, "dst": b, "latency_us": 25.0, "bytes_per_us": 7600.0}
+                          for a in pair for b in pair if a != b])
+    return CostModel(ops=ops, links=links, meta={"devices": pair})
+
+
+def build_problem(groups, n_devices, capacity_bytes=None):
+    import tf_placeto as tp
+
+    names, model = estimated_cost_model(groups.op_graph).with_more_devices(n_devices)
+    return PlacementProblem.build(groups, model, tp.DeviceSet.from_strings(names),
+                                  capacity_bytes=capacity_bytes)
+
+
+def grouped_example(name, max_groups):
+    import tf_placeto as tp
+    from examples import registry
+
+    return tp.group(tp.import_graph(registry.saved_model_path(name)), max_groups=max_groups)
+
+
+@pytest.fixture(scope="module")
+def small_cnn_groups():
+    return grouped_example("small_cnn", 32)
+
+
+@pytest.fixture(scope="module")
+def mlp_groups():
+    return grouped_example("mlp", 32)
+
+
+@pytest.fixture(scope="module")
+def two_devices(small_cnn_groups):
+    return build_problem(small_cnn_groups, 2)
+
+
+@pytest.fixture(scope="module")
+def four_devices(small_cnn_groups):
+    return build_problem(small_cnn_groups, 4)
+
+
+def step_us(problem, decision):
+    return problem.simulate(decision).step_time_us
+
+
+def test_every_placer_is_registered_in_report_order():
+    assert placers.names() == ALL
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_decision_is_valid_and_repeatable(method, four_devices):
+    first = placers.place(method, four_devices)
+    again = placers.place(method, four_devices)
+    assert first.group_devices.shape == (four_devices.n_groups,)
+    assert np.array_equal(first.group_devices, again.group_devices)
+    assert first.decide_s < 2.0
+
+
+def test_random_draws_differ_between_seeds(four_devices):
+    draws = {tuple(placers.place("random", four_devices, seed=s).group_devices) for s in range(3)}
+    assert len(draws) == 3
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_kernel_rules_are_obeyed(method, two_devices):
+    """Every other group has no kernel on device 0, one group has one only on device 0."""
+    compute = two_devices.compute_us.copy()
+    compute[::2, 0] = np.inf
+    compute[1, 1] = np.inf
+    restricted = dataclasses.replace(two_devices, compute_us=compute)
+    decision = placers.place(method, restricted).group_devices
+    assert np.all(decision[::2] == 1) and decision[1] == 0
+
+
+@pytest.mark.parametrize("method", SPLITTING)
+def test_a_memory_cap_that_forces_a_split_is_met(method, small_cnn_groups, two_devices):
+    capacity = 0.6 * two_devices.memory_bytes.sum()
+    capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
+    loads = capped.device_loads(placers.place(method, capped).group_devices)
+    assert np.all(loads <= capacity)
+
+
+def test_single_says_when_no_device_holds_the_graph(small_cnn_groups, two_devices):
+    capacity = 0.6 * two_devices.memory_bytes.sum()
+    capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
+    result = placers.place("single", capped)
+    assert len(set(result.group_devices)) == 1 and not result.info["fits"]
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_hopeless_memory_still_gets_a_decision(method, small_cnn_groups, two_devices):
+    capacity = 0.2 * two_devices.memory_bytes.sum()
+    capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
+    assert placers.place(method, capped).group_devices.shape == (capped.n_groups,)
+
+
+def test_single_picks_the_fastest_device_that_holds_the_graph(small_cnn_groups, two_devices):
+    from tf_placeto.placers.single import all_on
+
+    footprint = two_devices.memory_bytes.sum()
+    lopsided = build_problem(small_cnn_groups, 2, capacity_bytes=[0.5 * footprint, footprint])
+    assert np.all(placers.place("single", lopsided).group_devices == 1)
+    best = step_us(two_devices, placers.place("single", two_devices).group_devices)
+    assert all(best <= step_us(two_devices, all_on(two_devices, d)) for d in range(2))
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_no_step_time_beats_the_lower_bound(method, two_devices, four_devices):
+    for problem in (two_devices, four_devices):
+        decision = placers.place(method, problem).group_devices
+        assert step_us(problem, decision) >= problem.lower_bound_us() * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("method", LIST_SCHEDULERS)
+def test_list_schedulers_use_the_branches_of_a_wide_graph(method, two_devices, four_devices):
+    """small_cnn's two branches can run side by side: dealing out slices of the step cannot
+    do better than scheduling them, and a schedule comes within 20% of the bound."""
+    for problem in (two_devices, four_devices):
+        scheduled = step_us(problem, placers.place(method, problem).group_devices)
+        dealt = step_us(problem, placers.place("round_robin", problem).group_devices)
+        assert scheduled <= dealt
+        assert scheduled <= 1.2 * problem.lower_bound_us()
+
+
+def test_expert_puts_each_layer_on_its_device(mlp_groups):
+    problem = build_problem(mlp_groups, 2)
+    result = placers.place("expert", problem, layers=[("dense_1", 1), ("dense", 0)])
+    group_of = {name: g for g in range(problem.n_groups) for name in mlp_groups.op_names(g)}
+    device_of = {name: result.group_devices[g] for name, g in group_of.items()}
+    first, second = ([device_of[n] for n in device_of if f"mlp/{layer}/MatMul" in n]
+                     for layer in ("dense", "dense_1"))
+    assert set(first) == {0} and set(second) == {1}
+    without_rules = placers.place("expert", problem).group_devices
+    assert np.array_equal(without_rules, placers.place("single", problem).group_devices)
+
+
+def test_favourite_children_are_one_to_one(four_devices):
+    from tf_placeto.placers.m_sct import favourite_child_lp, favourite_children
+
+    edge_x, makespan = favourite_child_lp(four_devices)
+    favourite = favourite_children(four_devices, edge_x)
+    chosen = favourite[favourite >= 0]
+    assert len(chosen) == len(set(chosen)) > 0
+    assert np.all((edge_x >= -1e-9) & (edge_x <= 1 + 1e-9))
+    assert makespan >= four_devices.compute_us.max(axis=1).max() * (1 - 1e-9)
+
+
+def test_metis_reports_the_bytes_it_cuts(four_devices):
+    info = placers.place("metis", four_devices).info
+    assert 0 < info["edge_cut_bytes"] <= four_devices.edge_bytes.sum() + \
+        four_devices.feedback_bytes.sum()
+
+
+def test_every_placer_decides_inception_v3_in_seconds():
+    """256 groups on 8 devices, under a memory cap, the size the RNN planner worked at."""
+    groups = grouped_example("inception_v3", 256)
+    free = build_problem(groups, 8)
+    capped = build_problem(groups, 8, capacity_bytes=[0.15 * free.memory_bytes.sum()] * 8)
+    for method in ALL:
+        result = placers.place(method, capped)
+        assert result.decide_s < 3.0, method
+        if method in SPLITTING:
+            assert np.all(capped.device_loads(result.group_devices) <= capped.capacity_bytes)

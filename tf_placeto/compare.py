@@ -1,0 +1,130 @@
+"""The scoreboard: every placer on every graph and device count, simulated or measured.
+
+One row per (graph, devices, method): the step time (simulated from the profile, or the median
+of real runs with their spread), the simulator's prediction beside it, the lower bound, the ratio
+to the best feasible method and to the bound, how long the placer took to decide, and whether
+the placement fits in memory. One row per (graph, devices) names the lower bound itself.
+
+The table is checked before it is returned: a simulated step time below the lower bound would
+be a bug in the simulator or the bound, so it raises instead of being printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tf_placeto import placers
+from tf_placeto.workload import MemoryLimit, Workload
+
+COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
+           "lower_bound_s", "vs_best", "vs_lower_bound", "decide_s", "peak_memory_bytes",
+           "memory_limit_bytes", "reason"]
+LOWER_BOUND = "lower bound"
+
+
+@dataclasses.dataclass
+class RealRuns:
+    """Measure each placement for real on `runtime` (its devices are the devices compared)."""
+
+    runtime: object           # measure.runtime.Runtime
+    repeats: int = 5
+    warmup: int = 1
+    timeout_s: float = 600.0
+
+
+def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]],
+            methods: Sequence[str], memory: Optional[MemoryLimit] = None,
+            real: Optional[RealRuns] = None, seed: int = 0,
+            progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+    """The comparison table (see module doc). A device count of None: the profiled devices."""
+    rows = []
+    for workload in workloads:
+        for count in device_counts:
+            problem = workload.problem(count, memory)
+            rows += _rows_for(workload, problem, methods, real, seed, progress)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    _rank(table)
+    _check_honest(table, simulated=real is None)
+    return table
+
+
+def _rows_for(workload, problem, methods, real, seed, progress) -> list:
+    bound_s = problem.lower_bound_us() / 1e6
+    limit = float(problem.capacity_bytes.max())
+    base = {"graph": workload.name, "devices": problem.n_devices, "lower_bound_s": bound_s,
+            "memory_limit_bytes": limit if np.isfinite(limit) else np.nan}
+    rows = [{**base, "method": LOWER_BOUND, "status": "bound", "step_s": bound_s,
+             "predicted_s": bound_s}]
+    decisions = []
+    for method in methods:
+        progress(f"{workload.name} on {problem.n_devices} devices: {method}")
+        decided = placers.place(method, problem, seed=seed)
+        simulated = problem.simulate(decided.group_devices)
+        decisions.append(decided)
+        rows.append({**base, "method": method, "decide_s": decided.decide_s,
+                     "predicted_s": simulated.step_time_us / 1e6,
+                     "status": "ok" if simulated.feasible else "infeasible",
+                     "step_s": simulated.step_time_us / 1e6, "spread_s": 0.0, "runs": 0,
+                     "peak_memory_bytes": float(simulated.peak_memory_bytes.max()),
+                     "reason": "" if simulated.feasible else "exceeds the memory limit"})
+    if real is not None:
+        _measure_for_real(workload, problem, decisions, rows[1:], real, progress)
+    return rows
+
+
+def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
+    from measure.measurer import RealMeasurer
+
+    measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
+                            repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)
+    for decided, row in zip(decisions, rows):
+        progress(f"{workload.name}: measuring {decided.method} for real")
+        [result] = measurer.evaluate([problem.placement(decided.group_devices)],
+                                     labels=[decided.method])
+        row.update(status=result.status, step_s=result.step_time_s, spread_s=result.spread_s,
+                   runs=result.runs, reason=result.reason,
+                   peak_memory_bytes=float(max(result.peak_memory_bytes.values(), default=np.nan)))
+
+
+def _rank(table: pd.DataFrame) -> None:
+    """vs_best: step time over the best feasible method's; vs_lower_bound: over the bound."""
+    methods = table["method"] != LOWER_BOUND
+    feasible = methods & (table["status"] == "ok")
+    best = table[feasible].groupby(["graph", "devices"])["step_s"].min()
+    keys = list(zip(table["graph"], table["devices"]))
+    table["vs_best"] = [step / best.get(key, np.nan) for step, key in zip(table["step_s"], keys)]
+    table["vs_lower_bound"] = table["step_s"] / table["lower_bound_s"]
+
+
+def _check_honest(table: pd.DataFrame, simulated: bool) -> None:
+    if not simulated:
+        return
+    below = table[(table["method"] != LOWER_BOUND)
+                  & (table["predicted_s"] < table["lower_bound_s"] * (1 - 1e-9))]
+    if len(below):
+        row = below.iloc[0]
+        raise AssertionError(f"{row['method']} on {row['graph']} ({row['devices']} devices) "
+                             f"simulates below the lower bound: {row['predicted_s']} s < "
+                             f"{row['lower_bound_s']} s")
+
+
+def printable(table: pd.DataFrame) -> str:
+    """The table as people read it: milliseconds, ratios, MiB."""
+    shown = pd.DataFrame({
+        "graph": table["graph"], "devices": table["devices"], "method": table["method"],
+        "step (ms)": table["step_s"] * 1e3,
+        "spread (ms)": table["spread_s"] * 1e3,
+        "predicted (ms)": table["predicted_s"] * 1e3,
+        "x best": table["vs_best"], "x bound": table["vs_lower_bound"],
+        "decide (s)": table["decide_s"],
+        "peak MiB": table["peak_memory_bytes"] / 2**20,
+        "status": table["status"],
+    })
+    if (table["runs"].fillna(0) == 0).all():
+        shown = shown.drop(columns=["spread (ms)", "predicted (ms)"])
+    with pd.option_context("display.width", 200, "display.max_rows", None):
+        return shown.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")

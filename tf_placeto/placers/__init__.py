@@ -1,0 +1,83 @@
+"""Placers: a PlacementProblem in, one device per group out. One module per placer.
+
+`place(method, problem)` runs the placer named `method`, times the decision and checks it
+against the hard rules; `names()` lists the methods, which is where the command line's
+`--method` choices come from. A placer module exports
+
+    place(problem: PlacementProblem, *, seed: int = 0, **options) -> np.ndarray | (np.ndarray, dict)
+
+returning a device index per group (and optionally facts about the decision for reports).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import time
+
+import numpy as np
+
+from tf_placeto.errors import PlacetoError
+from tf_placeto.placers.problem import PlacementProblem
+
+# method name -> module under tf_placeto.placers; the order is the order of reports.
+_MODULES = {
+    "single": "single",
+    "expert": "expert",
+    "round_robin": "round_robin",
+    "random": "random_devices",
+    "metis": "metis",
+    "m_topo": "m_topo",
+    "m_etf": "m_etf",
+    "m_sct": "m_sct",
+    "heft": "heft",
+}
+
+
+@dataclasses.dataclass
+class PlacerResult:
+    method: str
+    group_devices: np.ndarray     # device index per group
+    decide_s: float               # wall time the placer took to decide
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+def names() -> list:
+    return list(_MODULES)
+
+
+# Under a memory limit, a placer whose decision the simulator finds over the limit plans again
+# against a smaller budget: its memory model (linear, without received copies or the tensors
+# that parallel work keeps alive) is then made to leave that much room.
+MEMORY_MARGINS = (1.0, 0.85, 0.7, 0.55, 0.4)
+
+
+def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> PlacerResult:
+    """Run one placer on `problem`; the result obeys every kernel and colocation rule.
+
+    With finite device memory, the decision is simulated, and when it does not fit the placer
+    is run again on a budget of MEMORY_MARGINS of the capacity (the time of every try counts);
+    `info["memory_margin"]` says which budget it took; if none fits, the plan made on the full
+    capacity stands.
+    """
+    if method not in _MODULES:
+        raise PlacetoError(f"unknown placement method {method!r}; methods: {', '.join(names())}")
+    module = importlib.import_module(f"tf_placeto.placers.{_MODULES[method]}")
+    limited = bool(np.isfinite(problem.capacity_bytes).any())
+    start = time.perf_counter()
+    tries = []
+    for margin in MEMORY_MARGINS if limited else (1.0,):
+        budget = problem if margin == 1.0 else problem.with_capacity(
+            problem.capacity_bytes * margin)
+        decided = module.place(budget, seed=seed, **options)
+        group_devices, info = decided if isinstance(decided, tuple) else (decided, {})
+        tries.append((problem.check(group_devices), dict(info, memory_margin=margin)))
+        if not limited or problem.simulate(tries[-1][0]).feasible:
+            break
+    else:
+        tries.append(tries[0])          # nothing fits: the plan made on the full capacity
+    elapsed = time.perf_counter() - start
+    group_devices, info = tries[-1]
+    if not limited:
+        info.pop("memory_margin")
+    return PlacerResult(method, group_devices, elapsed, info)

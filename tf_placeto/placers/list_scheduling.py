@@ -1,0 +1,165 @@
+"""List scheduling over the group DAG: the engine m-ETF, m-SCT and HEFT share.
+
+A schedule is built group by group, as the simulator would run it: each device runs one group
+at a time, appended after the last one it was given (no insertion into idle gaps: the
+simulator's devices run ready work first come first served, so a gap filled on paper is not
+filled in the replay). A group waits for its producers at op level (`common.EdgeTiming`): on
+another device it may start the edge's lag after the producer started, once the edge's data
+has crossed the link; on the producer's own device it waits for the device anyway. Each
+ordered pair of devices is a channel that carries one edge's data at a time, one latency per
+tensor plus bytes / bandwidth, booked in the order groups are scheduled (again no insertion),
+as the simulator's channels do. Only forward edges order groups: feedback edges point
+backwards and carry no precedence. "Ready" means every producer is scheduled (placed, with a
+start time), not finished.
+
+Memory: a group is only offered devices with its kernel whose modelled memory still has room
+for it (Baechi's m- prefix); when none has, the allowed device with the most room (best effort).
+
+Two drivers:
+- `earliest_start_first`: ETF, repeatedly the (ready group, device) pair that can start
+  earliest; with favourite children (m-SCT), a device whose last group's favourite child is
+  ready and starts earliest there waits for it, taking other work only if it is urgent (it
+  could start nowhere sooner);
+- `earliest_finish_by_priority`: HEFT's step, repeatedly the ready group of highest priority
+  to the device where it finishes earliest.
+Both return (device per group, {"estimated_step_us", "moved_by_repair"}); when some group
+fitted nowhere, `common.repair` gets the last word on the decision.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from tf_placeto.placers.common import edge_timing, fits, repair, roomiest_device
+from tf_placeto.placers.problem import PlacementProblem
+
+
+class _Schedule:
+    """Devices' timelines, channels and memory, and the groups whose inputs are scheduled."""
+
+    def __init__(self, problem: PlacementProblem):
+        self.problem = problem
+        n_groups, n_devices = problem.n_groups, problem.n_devices
+        self.timing = edge_timing(problem)
+        self.device_of = np.full(n_groups, -1, np.int64)
+        self.start = np.zeros(n_groups)
+        self.free_at = np.zeros(n_devices)
+        self.channel_free_at = np.zeros((n_devices, n_devices))
+        self.load = np.zeros(n_devices)
+        self.last_on = np.full(n_devices, -1, np.int64)
+        self.in_edges = [[] for _ in range(n_groups)]   # by data ready time, once ready
+        self.outputs = [[] for _ in range(n_groups)]
+        for e, (a, b) in enumerate(zip(problem.edge_src, problem.edge_dst)):
+            self.in_edges[b].append(e)
+            self.outputs[a].append(int(b))
+        self.waiting = np.array([len(e) for e in self.in_edges], np.int64)
+        self.ready = self.waiting == 0
+
+    def offers(self, groups) -> tuple:
+        """(start times, allowed) for `groups` x devices, allowed per the memory rule."""
+        groups = np.atleast_1d(groups)
+        arrival = np.array([self._arrival(g)[0] for g in groups])
+        start = np.maximum(arrival.reshape(len(groups), -1), self.free_at[None, :])
+        usable = fits(self.problem, groups, self.load)
+        for row in np.flatnonzero(~usable.any(axis=1)):
+            usable[row, roomiest_device(self.problem, groups[row], self.load)] = True
+        return start, usable
+
+    def assign(self, group: int, device: int, start: float) -> None:
+        if not self.ready[group]:
+            raise ValueError(f"group {group} scheduled before its inputs")
+        for src, channel_free_at in self._arrival(group)[1].items():
+            if src != device:
+                self.channel_free_at[src, device] = channel_free_at[device]
+        self.ready[group] = False
+        self.device_of[group] = device
+        self.start[group] = start
+        self.free_at[device] = start + self.problem.compute_us[group, device]
+        self.load[device] += self.problem.memory_bytes[group]
+        self.last_on[device] = group
+        for successor in self.outputs[group]:
+            self.waiting[successor] -= 1
+            if self.waiting[successor] == 0:
+                self.in_edges[successor].sort(key=self._data_ready)
+                self.ready[successor] = True
+
+    def _data_ready(self, edge: int) -> float:
+        """When the edge's data may start to travel: its producer's start + the edge's lag."""
+        return self.start[self.problem.edge_src[edge]] + self.timing.lag_us[edge]
+
+    def _arrival(self, group: int) -> tuple:
+        """(per device, when all the group's inputs can be there; {source device: its
+        channels' new free times}), sending the inputs in data-ready order."""
+        arrival = np.zeros(self.problem.n_devices)
+        channels = {}
+        for e in self.in_edges[group]:
+            src = self.device_of[self.problem.edge_src[e]]
+            ready = self._data_ready(e)
+            begin = np.maximum(ready, channels.get(src, self.channel_free_at[src]))
+            done = begin + self.timing.transfer_us(self.problem, e, src)
+            done[src] = ready
+            channels[src] = done
+            np.maximum(arrival, done, out=arrival)
+        return arrival, channels
+
+    def result(self) -> tuple:
+        decision, moved = repair(self.problem, self.device_of)
+        return decision, {"estimated_step_us": float(self.free_at.max(initial=0.0)),
+                          "moved_by_repair": moved}
+
+
+def earliest_start_first(problem: PlacementProblem,
+                         favourite_child: Optional[np.ndarray] = None) -> tuple:
+    """ETF (favourite_child None) or SCT (favourite_child[g]: g's favourite, -1 for none).
+
+    Ties: earliest finish, then lowest group id, then lowest device index.
+    """
+    schedule = _Schedule(problem)
+    while schedule.ready.any():
+        ready = np.flatnonzero(schedule.ready)
+        start, usable = schedule.offers(ready)
+        if favourite_child is not None:
+            usable &= ~_held_for_favourites(schedule, ready, start, usable, favourite_child)
+        start = np.where(usable, start, np.inf)
+        finish = start + problem.compute_us[ready]
+        best = np.lexsort((finish.ravel(), start.ravel()))[0]
+        row, device = divmod(int(best), problem.n_devices)
+        schedule.assign(ready[row], device, start[row, device])
+    return schedule.result()
+
+
+def earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray) -> tuple:
+    """Repeatedly the ready group of highest priority (ties: lowest id) to the device where it
+    finishes earliest (ties: lowest index)."""
+    schedule = _Schedule(problem)
+    while schedule.ready.any():
+        ready = np.flatnonzero(schedule.ready)
+        group = int(ready[np.argmax(priority[ready])])
+        start, usable = schedule.offers(group)
+        finish = np.where(usable[0], start[0] + problem.compute_us[group], np.inf)
+        device = int(np.argmin(finish))
+        schedule.assign(group, device, start[0, device])
+    return schedule.result()
+
+
+def _held_for_favourites(schedule: _Schedule, ready, start, usable, favourite_child):
+    """(ready x devices) bool: offers a device declines while it waits for a favourite child.
+
+    A device waits when its last group's favourite child is ready and starts earliest there;
+    it still takes a group that is urgent, one that could start nowhere later than here.
+    """
+    held = np.zeros_like(usable)
+    row_of = {int(g): row for row, g in enumerate(ready)}
+    latest = np.where(usable, start, -np.inf).max(axis=1)
+    for device, last in enumerate(schedule.last_on):
+        child = favourite_child[last] if last >= 0 else -1
+        row = row_of.get(int(child))
+        if row is None or not usable[row, device]:
+            continue
+        if start[row, device] > np.where(usable[row], start[row], np.inf).min():
+            continue
+        held[:, device] = start[:, device] < latest
+        held[row, device] = False
+    return held

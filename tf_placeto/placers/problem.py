@@ -1,0 +1,188 @@
+"""What a placer decides on: groups with their costs on each device, sizes, memory and links.
+
+Every placer (algorithmic or learned) sees one `PlacementProblem`: the group graph of
+tf_placeto.graph.grouping, the devices, and, per group and device, what running the group
+there costs, all derived from one profile (a measure.costmodel.CostModel) through the op-level
+simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
+step at op level, which is what every placer is compared on.
+
+Memory is modelled linearly so that placers can budget it: a group holds its variables for the
+whole step plus a share of its outputs, the share chosen so that the groups of the whole graph
+add up to its simulated single-device peak. The simulator remains the judge of feasibility.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tf_placeto.graph.grouping import GroupGraph
+
+
+@dataclasses.dataclass
+class PlacementProblem:
+    groups: GroupGraph
+    device_names: list
+    compute_us: np.ndarray        # (n_groups, n_devices): run time of the group there; inf: no kernel
+    memory_bytes: np.ndarray      # (n_groups,): what the group adds to its device's peak (model)
+    persistent_bytes: np.ndarray  # (n_groups,): variables it holds for the whole step
+    edge_src: np.ndarray          # group DAG edges (src < dst), with the bytes they carry
+    edge_dst: np.ndarray
+    edge_bytes: np.ndarray
+    feedback_src: np.ndarray      # forced backward edges (a variable and its late update)
+    feedback_dst: np.ndarray
+    feedback_bytes: np.ndarray
+    latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0
+    bytes_per_us: np.ndarray      # (n_devices, n_devices), diagonal inf
+    capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
+    simulation: object            # measure.simulator.SimulationProblem (op level)
+    single_device_peak_bytes: float = 0.0
+
+    @classmethod
+    def build(cls, groups: GroupGraph, cost_model, devices,
+              capacity_bytes: Optional[Sequence[float]] = None) -> "PlacementProblem":
+        """The problem of placing `groups` on `devices` (a DeviceSet) under a profile's costs.
+
+        capacity_bytes: memory per device (default unlimited).
+        """
+        from measure.measurer import SimulatedMeasurer
+
+        capacity = None if capacity_bytes is None else dict(zip(devices.names, capacity_bytes))
+        measurer = SimulatedMeasurer(groups.op_graph, cost_model, devices,
+                                     memory_capacity=capacity)
+        return cls.from_simulation(groups, measurer.problem)
+
+    @classmethod
+    def from_simulation(cls, groups: GroupGraph, simulation,
+                        capacity_bytes: Optional[Sequence[float]] = None) -> "PlacementProblem":
+        """Aggregate an op-level SimulationProblem over `groups`.
+
+        capacity_bytes: per device (default: the simulation's own memory capacity).
+        """
+        from measure.simulator import simulate
+
+        n_groups, n_devices = len(groups), simulation.n_devices
+        op_cost = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
+        compute = np.zeros((n_groups, n_devices))
+        np.add.at(compute, groups.group_of, op_cost)
+        device_types = [name.rsplit("device:", 1)[-1].split(":")[0]
+                        for name in simulation.device_names]
+        for g in range(n_groups):
+            allowed = groups.device_types(g)
+            if allowed is not None:
+                compute[g, [t not in allowed for t in device_types]] = np.inf
+        persistent = np.bincount(groups.group_of, weights=simulation.persistent_bytes,
+                                 minlength=n_groups)
+        outputs = np.bincount(groups.group_of[simulation.tensor_producer],
+                              weights=simulation.tensor_bytes, minlength=n_groups)
+        single = simulate(simulation, np.zeros(simulation.n_ops, np.int64))
+        peak = float(single.peak_memory_bytes[0])
+        share = np.clip((peak - persistent.sum()) / outputs.sum(), 0.0, 1.0) \
+            if outputs.sum() > 0 else 0.0
+        forward = sorted(groups.edges.items())
+        backward = sorted(groups.feedback_edges.items())
+        problem = cls(
+            groups=groups, device_names=list(simulation.device_names), compute_us=compute,
+            memory_bytes=persistent + share * outputs, persistent_bytes=persistent,
+            edge_src=np.array([a for (a, _), _ in forward], np.int64),
+            edge_dst=np.array([b for (_, b), _ in forward], np.int64),
+            edge_bytes=np.array([n for _, n in forward], np.float64),
+            feedback_src=np.array([a for (a, _), _ in backward], np.int64),
+            feedback_dst=np.array([b for (_, b), _ in backward], np.int64),
+            feedback_bytes=np.array([n for _, n in backward], np.float64),
+            latency_us=simulation.link_latency_us, bytes_per_us=simulation.link_bytes_per_us,
+            capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
+            simulation=simulation, single_device_peak_bytes=peak)
+        return problem if capacity_bytes is None else problem.with_capacity(capacity_bytes)
+
+    def with_capacity(self, capacity_bytes: Sequence[float]) -> "PlacementProblem":
+        """The same problem with another memory capacity per device (inf: unlimited)."""
+        capacity = np.asarray(capacity_bytes, np.float64).reshape(self.n_devices)
+        simulation = copy.copy(self.simulation)     # arrays shared; only the capacity differs
+        simulation.memory_capacity = capacity
+        return dataclasses.replace(self, capacity_bytes=capacity, simulation=simulation)
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.device_names)
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """(n_groups, n_devices) bool: the group has kernels for the device's type."""
+        return np.isfinite(self.compute_us)
+
+    def transfer_us(self, nbytes, src: int, dst: int):
+        """Time to send `nbytes` from device src to dst (0 on one device)."""
+        if src == dst:
+            return 0.0 * np.asarray(nbytes)
+        return self.latency_us[src, dst] + np.asarray(nbytes) / self.bytes_per_us[src, dst]
+
+    def mean_transfer_us(self, nbytes):
+        """Average time to send `nbytes` between two distinct devices (HEFT's rank costs)."""
+        if self.n_devices < 2:
+            return 0.0 * np.asarray(nbytes)
+        off = ~np.eye(self.n_devices, dtype=bool)
+        return (self.latency_us[off].mean()
+                + np.asarray(nbytes) * (1.0 / self.bytes_per_us[off]).mean())
+
+    def predecessors(self) -> list:
+        pred = [[] for _ in range(self.n_groups)]
+        for a, b in zip(self.edge_src, self.edge_dst):
+            pred[b].append(int(a))
+        return pred
+
+    def successors(self) -> list:
+        succ = [[] for _ in range(self.n_groups)]
+        for a, b in zip(self.edge_src, self.edge_dst):
+            succ[a].append(int(b))
+        return succ
+
+    def op_devices(self, group_devices) -> np.ndarray:
+        """Device index per op, from one device index per group."""
+        group_devices = np.asarray(group_devices, dtype=np.int64)
+        if group_devices.shape != (self.n_groups,):
+            raise ValueError(f"need one device per group ({self.n_groups}), "
+                             f"got shape {group_devices.shape}")
+        return group_devices[self.groups.group_of]
+
+    def check(self, group_devices) -> np.ndarray:
+        """The decision as an int array, refused if it breaks a kernel rule or a range."""
+        group_devices = np.asarray(group_devices, dtype=np.int64)
+        if group_devices.shape != (self.n_groups,) or group_devices.min(initial=0) < 0 \
+                or group_devices.max(initial=0) >= self.n_devices:
+            raise ValueError(f"a placement is {self.n_groups} device indices in "
+                             f"[0, {self.n_devices})")
+        bad = ~self.allowed[np.arange(self.n_groups), group_devices]
+        if bad.any():
+            g = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"group {g} has no kernel for {self.device_names[group_devices[g]]}")
+        return group_devices
+
+    def simulate(self, group_devices, schedule: bool = False):
+        """The op-level simulation of one decision (measure.simulator.SimulationResult)."""
+        from measure.simulator import simulate
+
+        return simulate(self.simulation, self.op_devices(self.check(group_devices)),
+                        schedule=schedule)
+
+    def placement(self, group_devices) -> dict:
+        """{op name: device name} for the decision."""
+        return self.groups.placement_for(
+            [self.device_names[d] for d in self.check(group_devices)])
+
+    def lower_bound_us(self) -> float:
+        from measure.simulator import lower_bound_us
+
+        return lower_bound_us(self.simulation)
+
+    def device_loads(self, group_devices) -> np.ndarray:
+        """Modelled memory per device under a decision."""
+        return np.bincount(np.asarray(group_devices, np.int64), weights=self.memory_bytes,
+                           minlength=self.n_devices)

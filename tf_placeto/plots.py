@@ -1,0 +1,97 @@
+"""Pictures people judge placements by: the comparison bars and the simulated schedule.
+
+matplotlib with the Agg backend: files only, no display needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+_TRANSFER_COLOR = "#999999"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def comparison_plot(table: pd.DataFrame, path: str) -> str:
+    """Per graph, bars of each method's step time per device count, the lower bound as a line.
+
+    Infeasible placements are hatched: their time is real (or simulated) but they do not fit.
+    """
+    from tf_placeto.compare import LOWER_BOUND
+
+    plt = _pyplot()
+    graphs = list(dict.fromkeys(table["graph"]))
+    methods = [m for m in dict.fromkeys(table["method"]) if m != LOWER_BOUND]
+    figure, axes = plt.subplots(len(graphs), 1, figsize=(max(6, 1.2 * len(methods) * 2), 3.2 * len(graphs)),
+                                squeeze=False)
+    colors = plt.get_cmap("tab10")
+    width = 0.8 / max(len(methods), 1)
+    for axis, graph in zip(axes[:, 0], graphs):
+        rows = table[table["graph"] == graph]
+        counts = sorted(rows["devices"].unique())
+        for k, method in enumerate(methods):
+            chosen = rows[rows["method"] == method].set_index("devices").reindex(counts)
+            x = np.arange(len(counts)) + (k - (len(methods) - 1) / 2) * width
+            infeasible = (chosen["status"] != "ok").to_numpy()
+            error = chosen["spread_s"].fillna(0).to_numpy() * 1e3 / 2
+            axis.bar(x, chosen["step_s"] * 1e3, width, color=colors(k % 10), label=method,
+                     yerr=error if error.any() else None,
+                     hatch=None, edgecolor="black", linewidth=0.3)
+            for xi, yi, bad in zip(x, chosen["step_s"] * 1e3, infeasible):
+                if bad and np.isfinite(yi):
+                    axis.bar(xi, yi, width, fill=False, hatch="///", edgecolor="red", linewidth=0)
+        bound = rows[rows["method"] == LOWER_BOUND].set_index("devices").reindex(counts)
+        for i, value in enumerate(bound["step_s"] * 1e3):
+            axis.hlines(value, i - 0.45, i + 0.45, colors="black", linestyles="--",
+                        label=LOWER_BOUND if i == 0 else None)
+        axis.set_xticks(np.arange(len(counts)))
+        axis.set_xticklabels([f"{c} devices" for c in counts])
+        axis.set_ylabel("step time (ms)")
+        axis.set_title(graph)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8,
+                  bbox_to_anchor=(0.5, 1.0))
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def gantt(schedule: pd.DataFrame, path: str, title: str = "") -> str:
+    """One row per device with its ops as bars, then one row per link with its transfers."""
+    plt = _pyplot()
+    ops = schedule[schedule["kind"] == "op"]
+    transfers = schedule[schedule["kind"] == "transfer"]
+    rows = list(dict.fromkeys(sorted(ops["device"].unique()))) + \
+        sorted(transfers["device"].unique())
+    figure, axis = plt.subplots(figsize=(12, 0.6 * len(rows) + 1.5))
+    colors = plt.get_cmap("tab20")
+    for level, row in enumerate(rows):
+        chosen = schedule[schedule["device"] == row]
+        spans = list(zip(chosen["start_us"] / 1e3, (chosen["end_us"] - chosen["start_us"]) / 1e3))
+        is_link = "->" in row
+        facecolors = _TRANSFER_COLOR if is_link else [colors(i % 20) for i in range(len(spans))]
+        axis.broken_barh(spans, (level - 0.4, 0.8), facecolors=facecolors, linewidth=0)
+    axis.set_yticks(range(len(rows)))
+    axis.set_yticklabels([_short(row) for row in rows], fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlabel("time in the step (ms)")
+    axis.set_title(title or "simulated schedule")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def _short(device: str) -> str:
+    """'/job:worker/replica:0/task:1/device:CPU:0' -> 'task:1/CPU:0'; links likewise."""
+    return "->".join(part.replace("/job:worker/replica:0/", "").replace("device:", "")
+                     for part in device.split("->"))

@@ -1,0 +1,102 @@
+"""A workload: one graph, its groups and its profile, ready for placers.
+
+Every surface that places a graph (compare, place, show, optimize) takes the same steps:
+import, group, profile on a runtime (cached on disk), then state the placement problem for
+some devices under some memory limit. They are done here, once, in that order.
+
+Simulated devices are "more of the profiled ones": a profile made on two workers of a local
+cluster describes eight such workers with the same per-op costs and the measured link.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Optional
+
+import numpy as np
+
+from tf_placeto.devices import DeviceSet, parse_device
+from tf_placeto.errors import PlacetoError
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.placers.problem import PlacementProblem
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryLimit:
+    """Memory per device: absolute bytes, or a fraction of the graph's single-device peak."""
+
+    bytes: Optional[float] = None
+    fraction: Optional[float] = None
+
+    @classmethod
+    def parse(cls, text: Optional[str]) -> Optional["MemoryLimit"]:
+        """"2GiB", "500MB", "123456789" (bytes) or "0.6" (a fraction, at most 1)."""
+        if text is None:
+            return None
+        match = _MEMORY.match(str(text))
+        unit = match.group(2).upper() if match else None
+        if not match or unit not in _UNITS:
+            raise PlacetoError(f"memory per device {text!r}: give bytes (e.g. 2GiB, 500MB, "
+                               "123456789) or a fraction of the graph's footprint (e.g. 0.6)")
+        value = float(match.group(1))
+        if value <= 0:
+            raise PlacetoError(f"memory per device {text!r} must be positive")
+        if not unit and value <= 1:
+            return cls(fraction=value)
+        return cls(bytes=value * _UNITS[unit])
+
+    def bytes_for(self, footprint_bytes: float) -> float:
+        return self.bytes if self.bytes is not None else self.fraction * footprint_bytes
+
+    def describe(self) -> str:
+        if self.bytes is not None:
+            return f"{self.bytes / 2**20:.0f} MiB per device"
+        return f"{self.fraction:g} x the single-device peak per device"
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str                 # as the user named it: examples:NAME or a path
+    graph: OpGraph
+    groups: GroupGraph
+    cost_model: object        # measure.costmodel.CostModel
+    profile_dir: str
+    profile_cached: bool
+
+    @property
+    def profiled_devices(self) -> list:
+        return list(self.cost_model.meta["devices"])
+
+    def problem(self, n_devices: Optional[int] = None,
+                memory: Optional[MemoryLimit] = None) -> PlacementProblem:
+        """The placement problem on the profiled devices, or on `n_devices` simulated ones."""
+        if n_devices is None:
+            names, model = self.profiled_devices, self.cost_model
+        else:
+            names, model = self.cost_model.with_more_devices(n_devices)
+        devices = DeviceSet([parse_device(name) for name in names])
+        problem = PlacementProblem.build(self.groups, model, devices)
+        if memory is not None:
+            limit = memory.bytes_for(problem.single_device_peak_bytes)
+            problem = problem.with_capacity(np.full(problem.n_devices, limit))
+        return problem
+
+
+def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
+                  signature: Optional[str] = None, cache: Optional[str] = None,
+                  say: Callable[[str], None] = lambda message: None) -> Workload:
+    """Import, group and profile `source` on `runtime` (a measure.runtime.Runtime)."""
+    from measure.profiler import profile
+    from tf_placeto.api import group, import_graph
+
+    graph = import_graph(source, signature=signature)
+    groups = group(graph, max_groups=max_groups)
+    profiled = profile(graph, runtime, cache=cache, say=say)
+    return Workload(name=str(source), graph=graph, groups=groups, cost_model=profiled.model,
+                    profile_dir=profiled.directory, profile_cached=profiled.cached)
