@@ -239,11 +239,11 @@ def sample_nmt_family(seed: int) -> Seq2SeqSpec:
 # family -> (sampler, what its members are)
 FAMILIES = {
     "cifar10": (sample_cifar10, "random CNNs of ENAS-like cells, batch 8, 32x32x3 images, "
-                                "10 classes (~1,000-3,000 ops)"),
+                                "10 classes (~900-3,200 ops)"),
     "ptb": (sample_ptb, "random ENAS-like RNN cells unrolled over 8-12 tokens, language model "
-                        "over 10,000 words, batch 8 (~1,000-4,000 ops)"),
+                        "over 10,000 words, batch 8 (~1,500-3,500 ops)"),
     "nmt_family": (sample_nmt_family, "random 1-3 layer LSTM/GRU seq2seq with attention, "
-                                      "unrolled over 5-10 tokens, batch 8 (~500-3,000 ops)"),
+                                      "unrolled over 5-10 tokens, batch 8 (~800-3,000 ops)"),
 }
 
 

@@ -38,7 +38,7 @@ class Example:
     # The papers' human-expert placement: (regex searched in op names, layer index) rules,
     # the first match wins. Empty: the expert puts the whole graph on one device.
     expert_layers: tuple = ()
-    large: bool = False   # minutes and gigabytes to build: only built when asked for by name
+    large: bool = False   # slow to build and to run: only built when asked for by name
 
 
 def seq2seq_expert_layers(layers: int) -> tuple:
@@ -56,8 +56,8 @@ EXAMPLES = {e.name: e for e in [
     Example("nasnet", "models.nasnet",
             "NASNet-Mobile training step, batch 8, 224x224 images, 1000 classes (~16,000 ops)"),
     Example("nasnet_large", "models.nasnet_large",
-            "NASNet-Large training step, batch 8, 331x331 images, 1000 classes (~23,000 ops; "
-            "slow to build, built only when asked for)", large=True),
+            "NASNet-Large training step, batch 8, 331x331 images, 1000 classes (~22,000 ops; "
+            "big: built only when asked for by name)", large=True),
     Example("nmt", "models.nmt",
             "GNMT-like 2-layer LSTM encoder-decoder with Luong attention, unrolled: batch 16, "
             "40 source and 40 target tokens, 8,000-word vocabularies, 256 units (~7,000 ops)",

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Optional
 
@@ -106,8 +107,9 @@ class ModelRunner:
                                           trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         result = StepRuns(OK)
         with tf.Graph().as_default() as graph:
-            with tf.compat.v1.Session(runtime.target, graph=graph,
-                                      config=runtime.session_config(timeout_s)) as session:
+            session = tf.compat.v1.Session(runtime.target, graph=graph,
+                                           config=runtime.session_config(timeout_s))
+            try:
                 tf.compat.v1.saved_model.loader.load(session, self.tags, export_dir)
                 for _ in range(warmup):
                     result.outputs = session.run(self.fetches, feed_dict, options=plain)
@@ -120,6 +122,8 @@ class ModelRunner:
                     result.outputs = session.run(self.fetches, feed_dict, options=tracing,
                                                  run_metadata=metadata)
                     result.traces.append(metadata)
+            finally:
+                _close(session, runtime)
         return result
 
     @contextlib.contextmanager
@@ -138,6 +142,24 @@ class ModelRunner:
             yield staging
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _close(session, runtime: Runtime) -> None:
+    """Close a session; when a cluster worker died, in the background and quietly.
+
+    Closing waits for every task to release the session's state: with a task gone, that wait
+    lasts the whole operation timeout and then fails. The measurement is over either way.
+    """
+    cluster = runtime.cluster
+    if cluster is None or all(cluster.alive()):
+        session.close()
+        return
+
+    def close_quietly():
+        with contextlib.suppress(Exception):
+            session.close()
+
+    threading.Thread(target=close_quietly, name="tf-placeto-close", daemon=True).start()
 
 
 def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2) -> StepRuns:

@@ -173,3 +173,48 @@ def test_measure_bad_input_gives_one_line(mlp_model, args, message):
     result = run_cli("measure", mlp_model, *args)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_compare_simulated_writes_table_plot_and_csv(tmp_path):
+    plot, table = tmp_path / "compare.png", tmp_path / "compare.csv"
+    result = run_cli("compare", "examples:mlp", "--simulate", "--devices", "2", "4",
+                     "--methods", "single,round_robin,m_etf", "--cache", str(tmp_path / "cache"),
+                     "--max-groups", "8", "--json", "--plot", str(plot), "--csv", str(table))
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["devices"], r["method"]) for r in rows] == [
+        (n, m) for n in (2, 4) for m in ("lower bound", "single", "round_robin", "m_etf")]
+    assert all(r["step_s"] >= r["lower_bound_s"] for r in rows)
+    assert plot.read_bytes()[:4] == b"\x89PNG" and "vs_best" in table.read_text()
+
+
+def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, tmp_path):
+    out, cache, chart = tmp_path / "placed", str(tmp_path / "cache"), tmp_path / "gantt.png"
+    result = run_cli("place", mlp_model, "--devices", "2", "--method", "heft", "--simulate",
+                     "--out", str(out), "--cache", cache, "--max-groups", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["method"] == "heft" and summary["devices"] == ["/device:CPU:0", "/device:CPU:1"]
+    assert summary["predicted_after_s"] > 0 and summary["placement"] == f"{out}.placement.json"
+    assert os.path.isfile(out / "saved_model.pb")
+    placement = json.loads(open(summary["placement"]).read())
+    shown = run_cli("show", str(out), "--devices", "2", "--cache", cache, "--gantt", str(chart),
+                    "--json")
+    assert shown.returncode == 0, shown.stderr
+    devices = {row["device"]: row["ops"] for row in json.loads(shown.stdout)["devices"]}
+    placed = {d: list(placement.values()).count(d) for d in devices}
+    assert all(devices[d] >= placed[d] for d in devices)
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    assert "found a profile in the cache" in shown.stderr     # a placed copy: same profile
+
+
+@pytest.mark.parametrize("args, message", [
+    (["place", "examples:mlp", "--method", "nope"], "unknown method 'nope'"),
+    (["compare", "examples:mlp", "--methods", "single,nope", "--simulate"], "unknown method(s) nope"),
+    (["compare", "examples:mlp", "--devices", "3"], "pass --simulate"),
+    (["place", "examples:mlp", "--memory-per-device", "lots"], "memory per device 'lots'"),
+])
+def test_placing_bad_input_gives_one_line(args, message):
+    result = run_cli(*args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1

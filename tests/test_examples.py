@@ -11,7 +11,7 @@ import pytest
 
 import tf_placeto as tp
 from examples import families, registry
-from helpers import REPO
+from helpers import REPO, run_cli
 from tf_placeto.errors import SourceError
 
 MEMBERS = ["cifar10-3", "ptb-3", "nmt_family-3"]
@@ -33,6 +33,13 @@ def graphs():
 def expert_layer(rules, op_name):
     """The layer of the first expert rule matching `op_name`, None if none matches."""
     return next((layer for pattern, layer in rules if re.search(pattern, op_name)), None)
+
+
+def architecture(spec):
+    """A spec's architecture, without the seed that names it."""
+    fields = vars(spec).copy()
+    fields.pop("seed")
+    return tuple(sorted(fields.items()))
 
 
 def recurrent_op_types(graph):
@@ -68,18 +75,21 @@ def test_names_list_single_graphs_and_families_list_their_members():
         assert example.description.startswith(f"{family} member 5: ")
 
 
+def test_the_examples_command_lists_graphs_and_families():
+    listed = run_cli("examples")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert any(line.startswith("examples:nasnet_large ") for line in lines)
+    for family in registry.families():
+        assert any(line.startswith(f"examples:{family}-K ") and "K = 0 .. 31" in line
+                   for line in lines)
+
+
 @pytest.mark.parametrize("family", sorted(families.FAMILIES))
 def test_family_members_are_seeded_and_all_different(family):
     specs = [families.sample(family, seed) for seed in range(families.SIZE)]
     assert specs == [families.sample(family, seed) for seed in range(families.SIZE)]
-    assert len({dataclass_key(spec) for spec in specs}) == families.SIZE
-
-
-def dataclass_key(spec):
-    """A spec's architecture, without the seed that names it."""
-    fields = vars(spec).copy()
-    fields.pop("seed")
-    return tuple(sorted(fields.items()))
+    assert len({architecture(spec) for spec in specs}) == families.SIZE
 
 
 def test_examples_are_saved_models_with_a_train_step(mlp_model):

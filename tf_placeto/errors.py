@@ -34,5 +34,6 @@ def first_line(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     meaningful = [line for line in lines if not line.startswith(_HEADER_LINES)
-                  and not line.startswith(("File ", "Traceback")) and line != "Stack trace:"]
+                  and not line.startswith(("File ", "Traceback")) and line != "Stack trace:"
+                  and any(c.isalnum() for c in line)]
     return (meaningful or lines or [type(exc).__name__])[0]
