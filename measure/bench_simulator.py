@@ -1,18 +1,17 @@
 """Benchmark: simulated placements per second (a script, not a test).
 
     taskset -c 0 python -m measure.bench_simulator [--example inception_v3] [--devices 2 4 8]
-                                                   [--batch 50] [--batches 7]
+                                                   [--cluster local:2] [--batch 50] [--batches 7]
 
 The project asks for at least 200 simulated placements per second on one core for the
-Inception-V3 training step; `taskset -c 0` pins the process to one core. Each batch simulates
-`--batch` uniformly random op placements; the figure is the median over `--batches` batches.
-Random placements cut almost every edge, so they are the expensive case: most tensors travel.
-
-Costs are a stand-in until the profiler's measured per-op times exist: the static work estimate
-(FLOPs or elements written) / 1e4 as microseconds. Links use the figures of Placeto's K80
-simulator (REFERENCE.md): 25 us latency, 7,600 bytes/us, 5.7 us after each op. The synthetic
-graph is a random layered DAG of the same size with the same costs' spread, which shows the
-rate does not hinge on Inception's shape.
+Inception-V3 training step, at op level; `taskset -c 0` pins the process to one core. Costs
+are the example's profile on `--cluster` (profiled first if the cache has none), simulated on 2,
+4 and 8 devices like the profiled ones. Each batch simulates `--batch` uniformly random op
+placements; the figure is the median over `--batches` batches. Random placements cut almost
+every edge, so they are the expensive case: most tensors travel, and every transfer is three
+events (two copies and the wire) where the profile measured a copy share. The synthetic graph
+is a random layered DAG of the same size with the same costs, which shows the rate does not
+hinge on Inception's shape.
 """
 
 from __future__ import annotations
@@ -22,35 +21,34 @@ import time
 
 import numpy as np
 
-LATENCY_US = 25.0
-BYTES_PER_US = 7600.0
-OP_OVERHEAD_US = 5.7
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", default="inception_v3")
     parser.add_argument("--devices", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--cluster", default="local:2", help="where the profile is made")
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--batches", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    import tf_placeto as tp
-    from measure.simulator import SimulationProblem, lower_bound_us, simulate
-    from tf_placeto.graph.work import estimate_work
+    from measure.runtime import open_runtime
+    from measure.simulator import lower_bound_us, simulate
+    from tf_placeto.workload import load_workload
 
-    graph = tp.import_graph(f"examples:{args.example}")
-    compute_us = estimate_work(graph) / 1e4
+    with open_runtime(cluster=args.cluster) as runtime:
+        workload = load_workload(f"examples:{args.example}", runtime)
+    graph = workload.graph
     rng = np.random.default_rng(args.seed)
-    problems = {f"examples:{args.example}": lambda n: SimulationProblem.from_op_graph(
-        graph, compute_us, [f"/device:GPU:{k}" for k in range(n)], None, LATENCY_US,
-        BYTES_PER_US, op_overhead_us=OP_OVERHEAD_US)}
+    problems = {f"examples:{args.example}": lambda n: workload.problem(n).simulation}
     problems[f"synthetic ({len(graph)} ops)"] = lambda n: synthetic_problem(
-        len(graph), len(graph.data_edges), len(graph.control_edges), compute_us, n, rng)
+        workload.problem(n).simulation, rng)
+    links = workload.cost_model.links.iloc[0]
     print(f"examples:{args.example}: {len(graph)} ops, {len(graph.data_edges)} data edges, "
-          f"{len(graph.control_edges)} control edges; batches of {args.batch} random "
-          f"placements, median of {args.batches}")
+          f"{len(graph.control_edges)} control edges; profiled on {args.cluster} (link "
+          f"{links['latency_us']:.0f} us + bytes / {links['bytes_per_us']:.0f} B/us, copy share "
+          f"{links['copy_share']:.2f}); batches of {args.batch} random placements, median of "
+          f"{args.batches}")
     print(f"{'graph':<28} {'devices':>7} {'placements/s':>13} {'min':>8} {'max':>8} "
           f"{'step ms (median)':>17} {'lower bound ms':>15}")
     for name, build in problems.items():
@@ -69,28 +67,31 @@ def main(argv=None) -> None:
                   f"{lower_bound_us(problem) / 1e3:>15.2f}")
 
 
-def synthetic_problem(n_ops, n_data_edges, n_control_edges, costs, n_devices, rng):
-    """A random layered DAG: one output per op, inputs drawn from the ~200 ops before it."""
+def synthetic_problem(like, rng):
+    """A random layered DAG shaped like `like` (a SimulationProblem): as many ops, edges and
+    devices, the same costs and links; one output per op, inputs from the ~200 ops before it."""
     from measure.simulator import SimulationProblem
 
-    consumers = rng.integers(1, n_ops, size=n_data_edges + n_control_edges)
+    n_ops, n_data, n_control = like.n_ops, len(like.edge_tensor), len(like.control_src)
+    consumers = rng.integers(1, n_ops, size=n_data + n_control)
     producers = np.maximum(consumers - rng.integers(1, 200, size=consumers.size), 0)
     return SimulationProblem(
         op_names=[f"op{k}" for k in range(n_ops)],
-        compute_us=rng.permutation(costs)[:n_ops],
-        device_type_of=np.zeros(n_devices, dtype=np.int64),
-        device_names=[f"/device:GPU:{k}" for k in range(n_devices)],
+        compute_us=rng.permutation(like.compute_us),
+        device_type_of=like.device_type_of,
+        device_names=like.device_names,
         tensor_producer=np.arange(n_ops),
         tensor_bytes=rng.integers(0, 4_000_000, size=n_ops),
-        edge_tensor=producers[:n_data_edges],
-        edge_consumer=consumers[:n_data_edges],
-        control_src=producers[n_data_edges:],
-        control_dst=consumers[n_data_edges:],
+        edge_tensor=producers[:n_data],
+        edge_consumer=consumers[:n_data],
+        control_src=producers[n_data:],
+        control_dst=consumers[n_data:],
         persistent_bytes=np.zeros(n_ops, dtype=np.int64),
-        link_latency_us=np.where(np.eye(n_devices, dtype=bool), 0.0, LATENCY_US),
-        link_bytes_per_us=np.where(np.eye(n_devices, dtype=bool), np.inf, BYTES_PER_US),
-        memory_capacity=np.full(n_devices, np.inf),
-        op_overhead_us=OP_OVERHEAD_US,
+        link_latency_us=like.link_latency_us,
+        link_bytes_per_us=like.link_bytes_per_us,
+        link_copy_share=like.link_copy_share,
+        memory_capacity=like.memory_capacity,
+        op_overhead_us=like.op_overhead_us,
     )
 
 

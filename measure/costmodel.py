@@ -24,7 +24,7 @@ from tf_placeto.graph.op_graph import OpGraph
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 # Bump when profiling measures something new or differently: older cached profiles are redone.
-PROFILER_VERSION = 2
+PROFILER_VERSION = 4
 
 
 def graph_fingerprint(graph: OpGraph) -> str:

@@ -9,7 +9,9 @@ A second call with the same graph, batch, devices and TensorFlow version finds t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 import os
 import statistics
 import time
@@ -19,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from measure import step_stats
-from measure.costmodel import LINK_COLUMNS, CostModel, new_meta, profile_key
+from measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
+                               profile_key)
 from measure.runner import OK, ModelRunner
 from measure.runtime import Runtime
+from measure.simulator import simulate
 from tf_placeto.cache import cache_dir
 from tf_placeto.errors import PlacetoError
 from tf_placeto.graph.colocation import colocation_sets
@@ -30,8 +34,8 @@ from tf_placeto.graph.op_graph import OpGraph
 # Transfer sizes for link calibration: from latency-bound to bandwidth-bound (float32 count).
 LINK_ELEMENTS = (256, 16_384, 262_144, 2_097_152)
 LINK_HOPS = 4
-# Copy-share calibration: 8 tensors of 8 MiB arrive while a chain of 256x256 matmuls runs.
-COPY_TENSORS, COPY_ELEMENTS, COPY_MATMUL = 8, 2_097_152, 256
+# Fitting what crossing costs splits the graph into this many groups, alternating devices.
+CROSSING_GROUPS = 16
 
 
 @dataclasses.dataclass
@@ -57,10 +61,12 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
         say(f"profiling on {device}: {warmup} warm-up, {runs} timed and {runs} traced runs")
         table, step_us[device_type] = _op_costs(graph, runner, runtime, device, runs, warmup)
         tables.append(table)
-    links = calibrate_links(runtime, say=say)
+    links = runtime_links(runtime, cache, say)
     model = CostModel(ops=pd.concat(tables, ignore_index=True), links=links,
                       meta=new_meta(key, parts, runs=runs, warmup=warmup,
                                     runtime=runtime.describe(), step_us=step_us))
+    if len(links):
+        calibrate_crossing(graph, model, runner, runtime, runs, say)
     model.save(directory)
     say(f"stored the profile in {directory}")
     return Profile(model, directory, cached=False)
@@ -89,7 +95,11 @@ def _colocation(graph):
 
 
 def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
-    """(per-op table, median untraced step time in us) with everything on `device`."""
+    """(per-op table, fastest untraced step time in us) with everything on `device`.
+
+    The fastest step, not the median: other work on a shared machine only ever adds time, and
+    the step time only serves to find the per-op overhead beyond the traced op times.
+    """
     result = runner.run(runtime, single_device_placement(graph, runtime, device),
                         warmup=warmup, repeats=runs, traced=runs)
     if result.status != OK:
@@ -106,17 +116,37 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
             "output_bytes": sizes.get(op.name, op.output_bytes) if traced else op.output_bytes,
             "traced": traced,
         })
-    return pd.DataFrame(rows), statistics.median(result.step_times_s) * 1e6
+    return pd.DataFrame(rows), min(result.step_times_s) * 1e6
 
 
-def calibrate_links(runtime: Runtime, runs: int = 3,
+def runtime_links(runtime: Runtime, cache: Optional[str] = None,
+                  say: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+    """calibrate_links, done once per set of devices: links belong to the runtime, not to a
+    graph, so every graph profiled on it shares them (a copy: profiles fit their own)."""
+    import tensorflow as tf
+
+    key = hashlib.sha256(json.dumps([runtime.device_names, tf.__version__, PROFILER_VERSION])
+                         .encode()).hexdigest()[:20]
+    path = os.path.join(cache or cache_dir("profiles"), "links", f"{key}.csv")
+    if os.path.isfile(path):
+        say(f"found the link calibration of these devices: {path}")
+        return pd.read_csv(path)
+    links = calibrate_links(runtime, say=say)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    links.to_csv(f"{path}.tmp-{os.getpid()}", index=False)
+    os.replace(f"{path}.tmp-{os.getpid()}", path)
+    return links
+
+
+def calibrate_links(runtime: Runtime, runs: int = 5,
                     say: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
-    """Latency, bandwidth and copy share of each ordered device pair, from timed transfers.
+    """Latency and bandwidth of each ordered device pair, from timed transfer chains.
 
     A chain bounces a tensor between two devices LINK_HOPS times; the same chain on one
     device is the baseline. (cross - same) / hops is one transfer's time, fitted over sizes
     as latency + bytes / bandwidth. Both directions of a pair get the fit of the chain,
-    which crosses the link both ways, and the copy share measured into the second device.
+    which crosses the link both ways. The copy share is left at 0: `calibrate_crossing` fits
+    it, and the bandwidth a busy step really gets, on the graph itself.
     """
     rows = []
     for a, b in itertools.combinations(runtime.device_names, 2):
@@ -130,62 +160,83 @@ def calibrate_links(runtime: Runtime, runs: int = 3,
         slope, intercept = np.polyfit(np.array(sizes, float), np.array(seconds) * 1e6, 1)
         latency_us = max(float(intercept), 0.0)
         bytes_per_us = 1.0 / slope if slope > 0 else float("inf")
-        share = copy_share(runtime, a, b, bytes_per_us, runs)
         for src, dst in ((a, b), (b, a)):
             rows.append({"src": src, "dst": dst, "latency_us": latency_us,
-                         "bytes_per_us": bytes_per_us, "copy_share": share})
+                         "bytes_per_us": bytes_per_us, "copy_share": 0.0})
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
-def copy_share(runtime: Runtime, sender: str, receiver: str, bytes_per_us: float,
-               runs: int = 3) -> float:
-    """The part of bytes / bandwidth that the receiver's processor spends copying a transfer.
+def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
+                       runtime: Runtime, runs: int = 3,
+                       say: Callable[[str], None] = lambda message: None) -> None:
+    """Fit what crossing devices costs to a real split run of the graph itself (in place).
 
-    A chain of matmuls runs on the receiver alone, then again while COPY_TENSORS tensors arrive
-    from the sender: the traced time of the chain's ops grows by what the copies took from them
-    (on a CPU worker, gRPC deserializes on the same core). The chain is sized to outlast the
-    transfers. The sender's share (serializing) is taken to be the same.
+    A tensor that crosses devices costs more than a bounced chain shows: its sender and its
+    receiver spend processor time on it (gRPC serializing on a one-core worker, conversions out
+    of and into the layouts oneDNN keeps between ops), and on busy devices the transfer gets
+    less of them. So the graph's groups (CROSSING_GROUPS of them) alternate between the first
+    two devices and the step runs for real: timed, and traced. The copy share is each device's
+    op time beyond the profile's, set against the bytes it sent and received; then, if the
+    simulator still finds the step faster than it was, the links' bandwidth is lowered (all by
+    one factor) until the simulated step matches the real one. Nothing is fitted when the two
+    devices differ in type or nothing crosses. What was found goes to meta["crossing"].
     """
-    if not np.isfinite(bytes_per_us):
-        return 0.0
-    transfer_us = COPY_TENSORS * COPY_ELEMENTS * 4 / bytes_per_us
-    per_matmul_us = _chain_op_us(runtime, sender, receiver, 20, False, runs) / 20
-    matmuls = int(min(np.ceil(2 * transfer_us / max(per_matmul_us, 1.0)), 5000))
-    alone = _chain_op_us(runtime, sender, receiver, matmuls, False, runs)
-    copying = _chain_op_us(runtime, sender, receiver, matmuls, True, runs)
-    return float(np.clip((copying - alone) / transfer_us, 0.0, 0.5))
+    from measure.measurer import SimulatedMeasurer
+    from tf_placeto.devices import DeviceSet
+    from tf_placeto.graph.grouping import group_ops
 
+    pair = runtime.device_names[:2]
+    if runtime.device_type(pair[0]) != runtime.device_type(pair[1]):
+        return
+    groups = group_ops(graph, max_groups=CROSSING_GROUPS)
+    placement = groups.placement_for([pair[g % 2] for g in range(len(groups))])
+    crossing = {(e.src, e.src_slot, placement[graph.ops[e.dst].name]) for e in graph.data_edges
+                if placement[graph.ops[e.src].name] != placement[graph.ops[e.dst].name]}
+    nbytes = sum(graph.ops[src].outputs[slot].nbytes or 0 for src, slot, _ in crossing)
+    chain_bytes_per_us = float(model.links["bytes_per_us"].median())
+    if nbytes == 0 or not np.isfinite(chain_bytes_per_us):
+        return
+    say(f"timing the graph split between {pair[0]} and {pair[1]} to fit what crossing costs")
+    result = runner.run(runtime, placement, warmup=1, repeats=runs, traced=runs)
+    if result.status != OK:
+        raise PlacetoError(f"profiling transfers failed: {result.reason}")
+    real_us = step_stats.node_times_us(result.traces)
+    profiled_us = model.ops.set_index("op")["compute_us"]
+    extra_us = sum(real_us[name] - profiled_us[name] for name in placement
+                   if name in real_us and name in profiled_us.index)
+    # each crossing byte is handled twice (sent, received): 2 * share * bytes / bandwidth
+    model.links["copy_share"] = float(np.clip(extra_us / (2 * nbytes / chain_bytes_per_us),
+                                              0.0, 0.5))
+    real_step_us = statistics.median(result.step_times_s) * 1e6
+    problem = SimulatedMeasurer(graph, model, DeviceSet.from_strings(runtime.device_names)).problem
+    indices = np.array([runtime.device_names.index(placement[op.name]) for op in graph.ops])
+    chain = problem.link_bytes_per_us.copy()
 
-def _chain_op_us(runtime, sender, receiver, matmuls, with_transfers, runs) -> float:
-    """Median over traced runs of the summed run time of the receiver's chain ops."""
-    import tensorflow as tf
+    def simulated_us(factor: float) -> float:
+        problem.link_bytes_per_us = chain * factor
+        return simulate(problem, indices).step_time_us
 
-    with tf.Graph().as_default() as graph:
-        with tf.device(receiver), tf.name_scope("chain"):
-            weights = tf.random.normal((COPY_MATMUL, COPY_MATMUL), stddev=COPY_MATMUL ** -0.5)
-            value = weights
-            for _ in range(matmuls):
-                value = tf.matmul(value, weights)
-            fetches = [tf.reduce_sum(value)]
-        for k in range(COPY_TENSORS if with_transfers else 0):
-            with tf.device(sender):
-                sent = tf.random.uniform([COPY_ELEMENTS], seed=k)
-            with tf.device(receiver):
-                fetches.append(tf.reduce_sum(sent))
-        with _plain_session(runtime, graph) as session:
-            session.run(fetches)
-            totals = []
-            for _ in range(runs):
-                metadata = tf.compat.v1.RunMetadata()
-                session.run(fetches, options=tf.compat.v1.RunOptions(
-                    trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=metadata)
-                times = step_stats.node_times_us([metadata])
-                totals.append(sum(t for name, t in times.items() if name.startswith("chain/")))
-    return statistics.median(totals)
+    low, high = 1.0 / 64, 1.0        # bandwidth factors: simulated slower / faster than real
+    if simulated_us(high) >= real_step_us:
+        low = high
+    elif simulated_us(low) < real_step_us:
+        high = low
+    for _ in range(20):
+        if high / low < 1.01:
+            break
+        middle = np.sqrt(low * high)
+        low, high = (middle, high) if simulated_us(middle) >= real_step_us else (low, middle)
+    model.links["bytes_per_us"] = model.links["bytes_per_us"] * low
+    model.meta["crossing"] = {
+        "placement": f"{len(groups)} groups alternating between {pair[0]} and {pair[1]}",
+        "real_step_us": real_step_us, "bytes": int(nbytes),
+        "chain_bytes_per_us": chain_bytes_per_us, "bandwidth_factor": low,
+        "copy_share": float(model.links["copy_share"].iloc[0])}
 
 
 def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> float:
-    """Median wall time of one run of a tensor bouncing between `a` and `b`."""
+    """Fastest wall time of one run of a tensor bouncing between `a` and `b` (the fastest:
+    other work on the machine only ever adds time)."""
     import tensorflow as tf
 
     with tf.Graph().as_default() as graph:
@@ -203,7 +254,7 @@ def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> f
                 start = time.perf_counter()
                 session.run(fetch)
                 times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def _plain_session(runtime: Runtime, graph):

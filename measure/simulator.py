@@ -211,9 +211,10 @@ class SimulationResult:
     peak_memory_bytes: np.ndarray  # (n_devices,)
     feasible: bool                 # every peak <= capacity
     memory_excess_bytes: float     # sum over devices of max(0, peak - capacity)
-    # When asked: kind ('op'|'transfer'), name, device (transfers: "src->dst"), start_us,
-    # end_us, bytes; ordered by start.
+    # When asked: kind ('op'|'transfer'|'copy'), name, device (transfers: "src->dst"),
+    # start_us, end_us, bytes; ordered by start.
     schedule: Optional[pd.DataFrame] = None
+    op_start_us: Optional[np.ndarray] = None    # (n_ops,): when each op started
 
 
 def simulate(problem: SimulationProblem, placement: np.ndarray,
@@ -240,7 +241,7 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
                               feasible=bool(np.all(excess == 0)),
-                              memory_excess_bytes=float(excess.sum()))
+                              memory_excess_bytes=float(excess.sum()), op_start_us=op_start)
     if schedule:
         result.schedule = _schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
                                           transfer_dst, transfer_start, transfer_end,

@@ -6,6 +6,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")     # as the tf-placeto command: tf-agents needs it
 os.environ.setdefault("TF_PLACETO_CACHE", os.path.join(REPO, ".cache"))
 
 

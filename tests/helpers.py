@@ -21,8 +21,10 @@ def tree_digest(path: str) -> str:
 
 
 def run_python(code: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter (own TensorFlow runtime), repo on the path."""
+    """Run `code` in a fresh interpreter (own TensorFlow runtime), repo on the path, with
+    the Keras TensorFlow picks by default (the test process itself runs legacy Keras)."""
     env = {**os.environ, "PYTHONPATH": REPO}
+    env.pop("TF_USE_LEGACY_KERAS", None)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=timeout, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,6 +1,5 @@
 """The scoreboard: every placer on real graphs, simulated and measured, with honest ratios."""
 
-import numpy as np
 import pytest
 
 import tf_placeto as tp

@@ -69,3 +69,18 @@ def test_custom_work_changes_the_balance(graph):
     uniform = tp.group(graph, max_groups=4, op_work=np.ones(len(graph)))
     sizes = [len(g) for g in uniform.groups]
     assert max(sizes) <= 2 * len(graph) / 4 + max(len(m) for m in uniform.colocation.members)
+
+
+def test_coarsening_merges_consecutive_groups_and_keeps_the_rules(graph):
+    from tf_placeto.graph.grouping import coarsen
+
+    fine = tp.group(graph, max_groups=32)
+    coarse, chunk_of_group = coarsen(fine, 5)
+    assert len(coarse) <= 5 and len(chunk_of_group) == len(fine)
+    assert np.all(np.diff(chunk_of_group) >= 0)                  # consecutive ids merged
+    np.testing.assert_array_equal(coarse.group_of, chunk_of_group[fine.group_of])
+    assert all(a < b for a, b in coarse.edges)
+    for members in coarse.colocation.members:
+        assert len({int(coarse.group_of[i]) for i in members}) == 1
+    same, identity = coarsen(fine, 100)
+    assert len(same) == len(fine) and list(identity) == list(range(len(fine)))

@@ -47,3 +47,13 @@ def test_a_memory_fraction_caps_every_device(workload):
     everything_on_one = np.zeros(problem.n_groups, np.int64)
     assert not problem.simulate(everything_on_one).feasible
     assert workload.problem(2).simulate(everything_on_one).feasible
+
+
+def test_the_expert_learns_the_layers_of_bundled_examples(workload):
+    from tf_placeto.workload import _expert_layers
+
+    rules = _expert_layers("examples:nmt")
+    assert any("attention" in pattern for pattern, _ in rules)
+    assert _expert_layers("examples:inception_v3") == () == _expert_layers("/some/model")
+    assert workload.placer_options("expert") == {"layers": ()}
+    assert workload.placer_options("m_etf") == {}

@@ -133,7 +133,7 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
                                  cache=cache, say=say)
         problem = workload.problem(memory=memory)
         say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
-        decided = placers.place(method, problem, seed=seed)
+        decided = placers.place(method, problem, seed=seed, **workload.placer_options(method))
         placement = Placement(problem.placement(decided.group_devices))
         device_set = DeviceSet.from_strings(runtime.device_names)
         capacity = dict(zip(problem.device_names, problem.capacity_bytes))

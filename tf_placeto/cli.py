@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="where to profile and measure (default local:2: two worker "
                               "processes on this machine, one core each)")
     compare.add_argument("--methods", metavar="M,M,...",
-                         help=f"methods to compare (default all)")
+                         help="methods to compare (default all)")
     _placing_arguments(compare)
     compare.add_argument("--repeats", type=int, default=5, metavar="N",
                          help="timed runs per real measurement (default 5)")
@@ -165,6 +165,29 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--cache", metavar="DIR", help="where profiles are kept")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=_show)
+
+    train = commands.add_parser("train", help="train the Placeto policy on graphs (families)")
+    train.add_argument("--graphs", metavar="GRAPH", nargs="+", required=True,
+                       help="SOURCEs to train on; examples:FAMILY stands for its members")
+    train.add_argument("--members", metavar="A-B", default=None,
+                       help="which members of each family (default all), e.g. 0-23 to hold "
+                            "24-31 out for evaluating transfer")
+    train.add_argument("--devices", metavar="N", type=int, nargs="+", required=True,
+                       help="device counts to train for (devices like the profiled ones)")
+    train.add_argument("--out", metavar="DIR", required=True,
+                       help="where the checkpoints, summaries and exported policy go; an "
+                            "existing DIR resumes its training")
+    train.add_argument("--steps", metavar="N", type=int, default=500,
+                       help="training iterations in all, counting those DIR already did "
+                            "(default 500)")
+    train.add_argument("--episodes", metavar="K", type=int, default=4,
+                       help="parallel episodes per iteration (default 4)")
+    train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
+    train.add_argument("--cluster", metavar="SPEC", default="local:2",
+                       help="where graphs are profiled (default local:2)")
+    train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(handler=_train)
 
     examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
     examples.set_defaults(handler=_examples)
@@ -432,7 +455,7 @@ def _compare(args) -> int:
                                    say=_say) for graph in args.graphs]
         real = None if args.simulate else RealRuns(runtime, repeats=args.repeats)
         with tqdm(total=len(workloads) * len(counts) * len(methods), file=sys.stderr,
-                  unit="placement", leave=False) as bar:
+                  unit="placement", leave=False, disable=None) as bar:
             def progress(message):
                 bar.set_description(message[:60])
                 if "for real" not in message:
@@ -500,6 +523,73 @@ def _show(args) -> int:
     if args.gantt:
         print(f"wrote the schedule: {args.gantt}")
     return EXIT_OK
+
+
+def _train(args) -> int:
+    from tqdm import tqdm
+
+    from measure.runtime import open_runtime
+    from tf_placeto.policy import specs
+    from tf_placeto.policy.training import Trainer, TrainingConfig
+    from tf_placeto.workload import load_workload
+
+    _positive(args.steps, "--steps")
+    _positive(args.episodes, "--episodes")
+    bad = [n for n in args.devices if not 2 <= n <= specs.MAX_DEVICES]
+    if bad:
+        from tf_placeto.errors import PlacetoError
+
+        raise PlacetoError(f"--devices {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "
+                           "devices")
+    sources = _expand_graphs(args.graphs, args.members)
+    problems = []
+    with open_runtime(cluster=args.cluster) as runtime:
+        for source in tqdm(sources, desc="profiling", unit="graph", file=sys.stderr,
+                           disable=None):
+            workload = load_workload(source, runtime, max_groups=specs.MAX_GROUPS,
+                                     cache=args.cache)
+            problems += [workload.problem(n) for n in args.devices]
+    _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
+         f"= {len(problems)} problems; writing to {args.out}")
+    trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
+                                                         episodes=args.episodes, seed=args.seed))
+    with tqdm(total=args.steps, initial=trainer.iterations_done, unit="iteration",
+              file=sys.stderr, disable=None) as bar:
+        def progress(row):
+            bar.update(1)
+            bar.set_postfix(episodes=row["iteration"] * args.episodes,
+                            best_speedup=f"{row['best_speedup']:.3f}x",
+                            mean_return=f"{row['mean_return']:+.3f}")
+        history = trainer.run(args.steps, progress=progress)
+    policy = trainer.export()
+    last = history[-1] if history else {}
+    print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; best "
+          f"placements {last.get('best_speedup', float('nan')):.3f}x faster than one device "
+          f"on average (simulated); policy: {policy}")
+    return EXIT_OK
+
+
+def _expand_graphs(graphs, members) -> list:
+    """examples:FAMILY -> its members (those in `members`, "A-B"); other sources as given."""
+    from examples import registry
+    from tf_placeto.errors import PlacetoError
+
+    first, last = 0, None
+    if members:
+        low, _, high = members.partition("-")
+        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+            raise PlacetoError(f"--members {members!r}: write A-B, e.g. 0-23")
+        first, last = int(low), int(high)
+    families = registry.families()
+    sources = []
+    for graph in graphs:
+        family = graph[len("examples:"):] if graph.startswith("examples:") else None
+        if family in families:
+            sources += [f"examples:{m}" for m in families[family][first:None if last is None
+                                                                   else last + 1]]
+        else:
+            sources.append(graph)
+    return sources
 
 
 def _examples(args) -> int:

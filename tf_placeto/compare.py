@@ -62,7 +62,7 @@ def _rows_for(workload, problem, methods, real, seed, progress) -> list:
     decisions = []
     for method in methods:
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
-        decided = placers.place(method, problem, seed=seed)
+        decided = placers.place(method, problem, seed=seed, **workload.placer_options(method))
         simulated = problem.simulate(decided.group_devices)
         decisions.append(decided)
         rows.append({**base, "method": method, "decide_s": decided.decide_s,

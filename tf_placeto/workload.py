@@ -68,6 +68,11 @@ class Workload:
     cost_model: object        # measure.costmodel.CostModel
     profile_dir: str
     profile_cached: bool
+    expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
+
+    def placer_options(self, method: str) -> dict:
+        """What a placer needs to know beyond the problem: the expert, its layers."""
+        return {"layers": self.expert_layers} if method == "expert" else {}
 
     @property
     def profiled_devices(self) -> list:
@@ -99,4 +104,14 @@ def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
     groups = group(graph, max_groups=max_groups)
     profiled = profile(graph, runtime, cache=cache, say=say)
     return Workload(name=str(source), graph=graph, groups=groups, cost_model=profiled.model,
-                    profile_dir=profiled.directory, profile_cached=profiled.cached)
+                    profile_dir=profiled.directory, profile_cached=profiled.cached,
+                    expert_layers=_expert_layers(source))
+
+
+def _expert_layers(source) -> tuple:
+    """The bundled examples know their layers (examples.registry); other graphs: none."""
+    if isinstance(source, str) and source.startswith("examples:"):
+        from examples import registry
+
+        return registry.get(source[len("examples:"):]).expert_layers
+    return ()

@@ -132,9 +132,30 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS,
     total_work = op_work.sum() or 1.0
     op_weight = 0.5 * op_work / total_work + 0.5 / max(len(graph.ops), 1)
     atom_weight = np.bincount(atom_rank[atom_of], weights=op_weight, minlength=n_atoms)
-    chunk_of_rank = _contiguous_chunks(atom_weight, max_groups)
+    chunk_of_rank = contiguous_chunks(atom_weight, max_groups)
     group_of = chunk_of_rank[atom_rank[atom_of]]
 
+    return _group_graph(graph, colocation, group_of, op_work)
+
+
+def coarsen(groups: GroupGraph, max_groups: int) -> tuple:
+    """(coarser GroupGraph, chunk of each group): consecutive group ids merged into at most
+    `max_groups` chunks of equal weight. Ids are a topological order, so chunks of consecutive
+    ids keep the group graph acyclic; colocation sets stay whole, being inside groups."""
+    if max_groups < 1:
+        raise ValueError("max_groups must be at least 1")
+    work = groups.work
+    weight = 0.5 * work / (work.sum() or 1.0) + 0.5 * np.array(
+        [len(g) for g in groups.groups]) / max(len(groups.op_graph), 1)
+    chunk_of_group = contiguous_chunks(weight, max_groups)
+    coarse = _group_graph(groups.op_graph, groups.colocation, chunk_of_group[groups.group_of],
+                          groups.op_work)
+    return coarse, chunk_of_group
+
+
+def _group_graph(graph: OpGraph, colocation: ColocationSets, group_of: np.ndarray,
+                 op_work: np.ndarray) -> GroupGraph:
+    """The GroupGraph of an assignment of ops to groups numbered in a topological order."""
     groups = [[] for _ in range(int(group_of.max()) + 1 if len(group_of) else 0)]
     for i, g in enumerate(group_of):
         groups[g].append(i)
@@ -201,7 +222,7 @@ def _merge_fusable_chains(graph: OpGraph, atoms: UnionFind) -> None:
             atoms.union(e.src, e.dst)
 
 
-def _contiguous_chunks(weights: np.ndarray, max_chunks: int) -> np.ndarray:
+def contiguous_chunks(weights: np.ndarray, max_chunks: int) -> np.ndarray:
     """Chunk id per item: contiguous, non-decreasing, at most max_chunks, equal weight.
 
     Item i goes to the chunk its weight midpoint falls in, so no chunk is empty of reason

@@ -105,6 +105,17 @@ class PlacementProblem:
         simulation.memory_capacity = capacity
         return dataclasses.replace(self, capacity_bytes=capacity, simulation=simulation)
 
+    def coarsened(self, max_groups: int) -> tuple:
+        """(the problem over at most `max_groups` groups, chunk of each of this problem's
+        groups): consecutive groups merged; a decision d on it is `d[chunk]` here."""
+        from tf_placeto.graph.grouping import coarsen
+
+        if self.n_groups <= max_groups:
+            return self, np.arange(self.n_groups)
+        groups, chunk_of_group = coarsen(self.groups, max_groups)
+        return PlacementProblem.from_simulation(groups, self.simulation,
+                                                self.capacity_bytes), chunk_of_group
+
     @property
     def n_groups(self) -> int:
         return len(self.groups)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tf_placeto.graph.grouping import _contiguous_chunks
+from tf_placeto.graph.grouping import contiguous_chunks
 from tf_placeto.placers.common import fits, mean_compute_us, repair, roomiest_device
 from tf_placeto.placers.problem import PlacementProblem
 
@@ -26,7 +26,7 @@ def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
     weight = mean_compute_us(problem)
     if weight.sum() <= 0:
         weight = np.ones(problem.n_groups)
-    chunk_of = _contiguous_chunks(weight, CHUNKS_PER_DEVICE * n)
+    chunk_of = contiguous_chunks(weight, CHUNKS_PER_DEVICE * n)
     load = np.zeros(n)
     decision = np.zeros(problem.n_groups, np.int64)
     for g in range(problem.n_groups):

@@ -1,0 +1,30 @@
+"""Placeto on TF-Agents: specs, environment, network, training, and placing with a policy.
+
+specs.py (what the policy sees and does) -> environment.py (the MDP over a PlacementProblem)
+-> network.py (the graph-embedding network) -> training.py (REINFORCE or PPO, checkpoints,
+export) -> inference.py (zero-shot or fine-tuned placements).
+"""
+
+import contextlib
+import importlib
+import io
+import os
+import sys
+
+from tf_placeto.errors import PlacetoError
+
+
+def require_tf_agents() -> None:
+    """tf-agents runs on legacy Keras (tf-keras), which TensorFlow picks when it is first
+    imported: refuse clearly in a process that already chose Keras 3, instead of failing deep
+    inside tf-agents."""
+    if "tensorflow" in sys.modules and os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true",
+                                                                                     "True"):
+        raise PlacetoError(
+            "training or fine-tuning the Placeto policy uses tf-agents, which needs legacy Keras: "
+            "set TF_USE_LEGACY_KERAS=1 before TensorFlow is first imported (the tf-placeto "
+            "command does), or place zero-shot (budget 0), which needs only TensorFlow")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    if "gym" not in sys.modules:   # tf-agents imports gym, which prints a notice on stderr
+        with contextlib.redirect_stderr(io.StringIO()):
+            importlib.import_module("gym")

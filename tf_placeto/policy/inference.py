@@ -1,0 +1,117 @@
+"""Placing with a trained policy: one greedy episode (zero-shot), or a fine-tuning budget.
+
+A zero-shot placement needs only the exported policy, a SavedModel written by TF-Agents'
+PolicySaver, loaded with plain TensorFlow: it runs in a process that never imports tf-agents
+and whatever Keras it chose. Fine-tuning trains the policy further on the new graph, which
+needs tf-agents (and so legacy Keras, set before TensorFlow loads).
+
+A policy directory holds `policy/` (the SavedModel) and `checkpoints/` (to fine-tune from), as
+tf_placeto.policy.training writes them. The package ships one trained on the graph families
+(`pretrained_policy()`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from tf_placeto.errors import PlacetoError
+from tf_placeto.policy import specs
+from tf_placeto.policy.environment import Episode, GraphView
+
+PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
+
+def pretrained_policy() -> str:
+    """The policy shipped with the package (trained on the graph families; see BUILD.md)."""
+    if not os.path.isdir(os.path.join(PRETRAINED, "policy")):
+        raise PlacetoError(f"no pretrained policy in {PRETRAINED}: train one with "
+                           "`tf-placeto train` and pass its directory")
+    return PRETRAINED
+
+
+def _checked(policy_dir: str) -> str:
+    if not os.path.isfile(os.path.join(policy_dir, "policy", "saved_model.pb")):
+        raise PlacetoError(f"{policy_dir}: not a trained policy (no policy/saved_model.pb; "
+                           "`tf-placeto train --out DIR` makes one)")
+    return policy_dir
+
+
+class SavedPolicy:
+    """The `action` signature of a PolicySaver SavedModel, run in its own TF1 session.
+
+    Through the signature's flat tensors, not `tf.saved_model.load`: that would rebuild the
+    policy's Python objects, TensorFlow Probability's distributions among them, and
+    TensorFlow Probability does not import under Keras 3.
+    """
+
+    def __init__(self, policy_dir: str):
+        import tensorflow as tf
+
+        self._graph = tf.Graph()
+        self._session = tf.compat.v1.Session(graph=self._graph)
+        with self._graph.as_default():
+            meta_graph = tf.compat.v1.saved_model.loader.load(
+                self._session, ["serve"], os.path.join(_checked(policy_dir), "policy"))
+        signature = meta_graph.signature_def["action"]
+        self._inputs = {key: info.name for key, info in signature.inputs.items()}
+        self._action = signature.outputs["action"].name
+
+    def action(self, observation: dict, first: bool) -> int:
+        feed = {self._inputs["0/step_type"]: [0 if first else 1],
+                self._inputs["0/reward"]: [0.0], self._inputs["0/discount"]: [1.0]}
+        feed.update({self._inputs[f"0/observation/{key}"]: value[None]
+                     for key, value in observation.items()})
+        return int(self._session.run(self._action, feed)[0])
+
+
+@functools.lru_cache(maxsize=4)
+def _load(policy_dir: str) -> SavedPolicy:
+    return SavedPolicy(policy_dir)
+
+
+def greedy_placement(problem, policy_dir: str) -> tuple:
+    """(device per group, objective in us): one greedy episode of the policy on `problem`."""
+    policy = _load(policy_dir)
+    episode = Episode(GraphView(problem))
+    while not episode.done:
+        episode.move(policy.action(episode.observation(), first=episode.position == 0))
+    return episode.devices, episode.value
+
+
+def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
+                         progress=lambda row: None) -> tuple:
+    """(device per group, objective in us): the best placement met while training the policy
+    further on `problem` for `episodes` iterations, or its greedy one if that is better."""
+    from tf_placeto.policy.training import CHECKPOINTS, Trainer, TrainingConfig, _read_log
+
+    devices, value = greedy_placement(problem, policy_dir)
+    scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
+    try:
+        shutil.copytree(os.path.join(_checked(policy_dir), CHECKPOINTS),
+                        os.path.join(scratch, CHECKPOINTS))
+        logged = _read_log(os.path.join(policy_dir, "training.json")).get("config", {})
+        config = TrainingConfig(**{**logged, "seed": seed})
+        trainer = Trainer([problem], scratch, config)
+        trainer.run(trainer.iterations_done + episodes, progress=progress,
+                    checkpoint_every=10**9)
+        tuned_value, tuned = trainer.best(0)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return (tuned, tuned_value) if tuned_value < value else (devices, value)
+
+
+def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0) -> tuple:
+    """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts."""
+    policy_dir = policy_dir or pretrained_policy()
+    coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
+    if budget > 0:
+        devices, value = fine_tuned_placement(coarse, policy_dir, budget, seed)
+    else:
+        devices, value = greedy_placement(coarse, policy_dir)
+    return np.asarray(devices)[chunk_of_group], {
+        "policy": policy_dir, "budget": budget, "policy_groups": coarse.n_groups,
+        "objective_us": float(value)}

@@ -1,0 +1,147 @@
+"""The Placeto graph-embedding network as a TF-Agents DistributionNetwork.
+
+Observation (see specs) -> a categorical distribution over devices for the group being placed:
+1. a per-group transform of the features (d -> d);
+2. `rounds` of message passing, separately from parents (forward) and from children
+   (backward): h <- mask * (g(sum over neighbours of f(h)) + s(h)); the two results are
+   concatenated (2d per group);
+3. three poolings over the groups related to the current one, each g(sum of mask * f(h)):
+   its ancestors, its descendants, and the groups with no path to or from it (parallel);
+4. [ancestors, descendants, parallel, own embedding] (8d) -> 16d -> 8d -> device logits,
+   devices that are absent or lack a kernel for the group masked out.
+Nothing identifies a group but its features and its place in the graph: that is what lets a
+trained network place graphs it has never seen.
+"""
+
+from __future__ import annotations
+
+from tf_placeto.policy import require_tf_agents, specs
+
+_MASKED_LOGIT = -1e9
+
+
+def PlacetoNetwork(observation_spec, action_spec, embedding: int = 32, rounds: int = 8,
+                   name: str = "PlacetoNetwork"):
+    """The policy: observation -> Categorical over devices (tf-agents is imported here, once
+    the process has chosen its Keras)."""
+    return _classes()[0](observation_spec, action_spec, embedding, rounds, name)
+
+
+def PlacetoValueNetwork(observation_spec, embedding: int = 32, rounds: int = 8,
+                        name: str = "PlacetoValueNetwork"):
+    """PPO's critic: the same embedding (its own weights) -> the expected return."""
+    return _classes()[1](observation_spec, embedding, rounds, name)
+
+
+_CLASSES = None
+
+
+def _classes():
+    global _CLASSES
+    if _CLASSES is not None:
+        return _CLASSES
+    require_tf_agents()
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+    from tf_agents.networks import network, utils
+    from tf_agents.specs import distribution_spec, tensor_spec
+    from tf_agents.utils import nest_utils
+
+    def dense(units, activation="relu", name=None):
+        return tf.keras.layers.Dense(units, activation=activation, name=name)
+
+    class _Body(tf.keras.layers.Layer):
+        """Observation -> [ancestors, descendants, parallel, own] pooled embeddings (8d)."""
+
+        def __init__(self, embedding, rounds, **kwargs):
+            super().__init__(**kwargs)
+            d = embedding
+            self._rounds = rounds
+            self._transform = [dense(d, name="transform_1"), dense(d, name="transform_2")]
+            self._passes = {
+                direction: (dense(d, name=f"{direction}_f"), dense(d, name=f"{direction}_g"),
+                            dense(d, activation=None, name=f"{direction}_self"))
+                for direction in ("forward", "backward")}
+            self._pools = {kind: (dense(2 * d, name=f"{kind}_f"), dense(2 * d, name=f"{kind}_g"))
+                           for kind in ("ancestors", "descendants", "parallel")}
+
+        def call(self, observation):
+            mask = observation["node_mask"][..., None]                      # [B, N, 1]
+            adjacency = tf.cast(observation["adjacency"], tf.float32)       # [B, N, N]: i -> j
+            h = observation["features"]
+            for layer in self._transform:
+                h = layer(h)
+            h = h * mask
+            forward = self._message_passing(h, tf.linalg.matrix_transpose(adjacency), mask,
+                                            self._passes["forward"])
+            backward = self._message_passing(h, adjacency, mask, self._passes["backward"])
+            embedded = tf.concat([forward, backward], axis=-1)              # [B, N, 2d]
+            current = observation["features"][..., specs.CURRENT][..., None]
+            ancestors = observation["ancestors"][..., None]
+            descendants = observation["descendants"][..., None]
+            parallel = mask * (1.0 - ancestors - descendants - current)
+            pooled = [self._pool(embedded, members, self._pools[kind]) for kind, members in
+                      (("ancestors", ancestors), ("descendants", descendants),
+                       ("parallel", parallel))]
+            own = tf.reduce_sum(embedded * current, axis=-2)
+            return tf.concat(pooled + [own], axis=-1)                        # [B, 8d]
+
+        def _message_passing(self, h, incoming, mask, layers):
+            """incoming[i, j] = 1 when j sends to i: each round sums what i's neighbours say."""
+            f, g, keep = layers
+            for _ in range(self._rounds):
+                h = mask * (g(tf.matmul(incoming, f(h))) + keep(h))
+            return h
+
+        @staticmethod
+        def _pool(embedded, members, layers):
+            f, g = layers
+            return g(tf.reduce_sum(members * f(embedded), axis=-2))
+
+    def squashed(net, observation, head):
+        """Apply `head` to observations with any outer (batch, time) dimensions."""
+        squash = utils.BatchSquash(nest_utils.get_outer_rank(observation, net.input_tensor_spec))
+        return squash.unflatten(head(tf.nest.map_structure(squash.flatten, observation)))
+
+    class _PlacetoNetwork(network.DistributionNetwork):
+        def __init__(self, observation_spec, action_spec, embedding, rounds, name):
+            n_devices = int(action_spec.maximum - action_spec.minimum + 1)
+            output_spec = distribution_spec.DistributionSpec(
+                tfp.distributions.Categorical,
+                {"logits": tensor_spec.TensorSpec([n_devices], tf.float32)},
+                sample_spec=action_spec, dtype=action_spec.dtype)
+            super().__init__(input_tensor_spec=observation_spec, state_spec=(),
+                             output_spec=output_spec, name=name)
+            d = embedding
+            self._body = _Body(embedding, rounds, name="body")
+            self._classifier = [dense(16 * d, name="classify_1"), dense(8 * d, name="classify_2"),
+                                dense(n_devices, activation=None, name="logits")]
+
+        def call(self, observation, step_type=None, network_state=(), training=False):
+            return tfp.distributions.Categorical(
+                logits=squashed(self, observation, self._logits)), network_state
+
+        def _logits(self, observation):
+            z = self._body(observation)
+            for layer in self._classifier:
+                z = layer(z)
+            return z + (1.0 - observation["device_mask"]) * _MASKED_LOGIT
+
+    class _PlacetoValueNetwork(network.Network):
+        def __init__(self, observation_spec, embedding, rounds, name):
+            super().__init__(input_tensor_spec=observation_spec, state_spec=(), name=name)
+            self._body = _Body(embedding, rounds, name="body")
+            self._head = [dense(8 * embedding, name="value_1"),
+                          dense(1, activation=None, name="value")]
+
+        def call(self, observation, step_type=None, network_state=(), training=False):
+            return squashed(self, observation, self._value), network_state
+
+        def _value(self, observation):
+            z = self._body(observation)
+            for layer in self._head:
+                z = layer(z)
+            return z[..., 0]
+
+    _CLASSES = (_PlacetoNetwork, _PlacetoValueNetwork)
+    return _CLASSES

@@ -1,0 +1,268 @@
+"""Training the Placeto policy with TF-Agents: REINFORCE (the paper's) or PPO.
+
+Each iteration takes the next problem and runs `episodes` episodes of it side by side (a
+batch of environments stepping together, Placeto's parallel workers), then takes one gradient
+step on all of them. REINFORCE uses Placeto's baseline: for each problem and each
+step index, the mean return of the last `baseline_window` episodes at that step. It is applied
+by reshaping rewards, r'_t = r_t - b_t + b_(t+1), so that the undiscounted return the agent
+computes from t is exactly G_t - b_t. Adam with the learning rate decayed from 1e-3 to 1e-4,
+gradients clipped to a global norm of 1.25, an entropy bonus.
+
+Everything lives under one directory: `checkpoints/` (agent, optimizer, step, baselines; a
+killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
+exported with TF-Agents' PolicySaver: a SavedModel that runs without tf-agents) and
+`training.json` (the configuration and what each iteration found).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import warnings
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tf_placeto.policy import require_tf_agents, specs
+from tf_placeto.policy.environment import PlacementEnvironment
+
+CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    algorithm: str = "reinforce"         # or "ppo"
+    episodes: int = 4                    # per iteration, one per environment of the batch
+    learning_rate: float = 1e-3
+    final_learning_rate: float = 1e-4
+    decay_iterations: int = 2000
+    entropy: float = 0.01
+    gradient_clipping: float = 1.25
+    baseline_window: int = 10
+    embedding: int = 32
+    rounds: int = 8
+    seed: int = 0
+
+
+class Trainer:
+    """A TF-Agents agent, its environments and its on-disk state, for a set of problems."""
+
+    def __init__(self, problems: Sequence, out: str, config: TrainingConfig = TrainingConfig()):
+        require_tf_agents()
+        import tensorflow as tf
+        from tf_agents.environments import batched_py_environment, tf_py_environment
+        from tf_agents.utils import common
+
+        if config.algorithm not in ("reinforce", "ppo"):
+            raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
+        self.config, self.out = config, out
+        self.problems = list(problems)
+        tf.random.set_seed(config.seed)
+        self.environments = [PlacementEnvironment(self.problems, seed=config.seed)
+                             for _ in range(config.episodes)]     # one seed: in step
+        batched = batched_py_environment.BatchedPyEnvironment(self.environments,
+                                                              multithreading=False)
+        self.env = tf_py_environment.TFPyEnvironment(batched)
+        self.step = tf.Variable(0, dtype=tf.int64, name="train_step")
+        self.agent = make_agent(self.env.time_step_spec(), self.env.action_spec(), config,
+                                self.step)
+        self.baselines = Baselines(config.baseline_window)
+        self.checkpointer = common.Checkpointer(
+            ckpt_dir=os.path.join(out, CHECKPOINTS), max_to_keep=2, agent=self.agent,
+            policy=self.agent.policy, train_step=self.step)
+        self.checkpointer.initialize_or_restore()
+        self.baselines.load(os.path.join(out, CHECKPOINTS))
+        self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
+        self.history = _read_log(os.path.join(out, LOG))["iterations"]
+        self._train = common.function(self.agent.train)
+        self._act = common.function(self.agent.collect_policy.action)
+
+    @property
+    def iterations_done(self) -> int:
+        return int(self.step.numpy())
+
+    def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
+            checkpoint_every: int = 10) -> list:
+        """Train until `iterations` iterations are done in all (a resumed run counts the old)."""
+        import tensorflow as tf
+
+        while self.iterations_done < iterations:
+            start = time.perf_counter()
+            experience, episodes = self._collect()
+            with self.writer.as_default(step=self.step):
+                loss = self._train(experience).loss
+                row = self._record(episodes, float(loss), time.perf_counter() - start)
+                for key in ("loss", "mean_return", "best_speedup"):
+                    tf.summary.scalar(key, row[key])
+            progress(row)
+            if self.iterations_done % checkpoint_every == 0 or self.iterations_done >= iterations:
+                self.save()
+        return self.history
+
+    def save(self) -> None:
+        self.checkpointer.save(self.step)
+        self.baselines.save(os.path.join(self.out, CHECKPOINTS))
+        _write_log(os.path.join(self.out, LOG), dataclasses.asdict(self.config), self.history)
+
+    def export(self) -> str:
+        """The greedy policy as a SavedModel (TF-Agents' PolicySaver) under out/policy."""
+        from tf_agents.policies import policy_saver
+
+        path = os.path.join(self.out, POLICY)
+        with warnings.catch_warnings():   # about saving distributions: inference never loads them
+            warnings.filterwarnings("ignore", message="Encoding a StructuredValue")
+            policy_saver.PolicySaver(self.agent.policy, train_step=self.step).save(path)
+        return path
+
+    def best(self, problem_index: int) -> tuple:
+        """(objective in us, device per group): the best any environment reached."""
+        return min((env.best[problem_index] for env in self.environments), key=lambda b: b[0])
+
+    def _collect(self):
+        """One episode per environment, all of one problem; rewards reshaped by the baseline
+        (REINFORCE). Returns (experience, (problem index, mean return))."""
+        import tensorflow as tf
+
+        steps = _run_episodes(self.env, self._act)
+        problem = self.environments[0].index
+        rewards = steps.reward.numpy()                     # [batch, groups]
+        returns = np.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]
+        if self.config.algorithm == "reinforce":
+            rewards = self.baselines.reshape(problem, rewards, returns)
+        experience = _padded(steps._replace(reward=tf.constant(rewards)), specs.MAX_GROUPS)
+        return experience, (problem, float(returns[:, 0].mean()))
+
+    def _record(self, episodes, loss: float, seconds: float) -> dict:
+        problem, mean_return = episodes
+        views = self.environments[0].views
+        speedups = [views[p].start_objective / self.best(p)[0] for p in range(len(views))
+                    if np.isfinite(self.best(p)[0])]     # the problems trained on so far
+        row = {"iteration": self.iterations_done, "problem": problem, "loss": loss,
+               "seconds": seconds, "mean_return": mean_return,
+               "best_us": [self.best(p)[0] for p in range(len(self.problems))],
+               "best_speedup": float(np.mean(speedups))}
+        self.history.append(row)
+        return row
+
+
+def make_agent(time_step_spec, action_spec, config: TrainingConfig, step):
+    """REINFORCE (Placeto's) or PPO over PlacetoNetwork(s)."""
+    import tensorflow as tf
+
+    from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
+
+    schedule = tf.keras.optimizers.schedules.PolynomialDecay(
+        config.learning_rate, config.decay_iterations, config.final_learning_rate)
+    optimizer = tf.keras.optimizers.Adam(schedule)
+    actor = PlacetoNetwork(time_step_spec.observation, action_spec, config.embedding,
+                           config.rounds)
+    if config.algorithm == "ppo":
+        from tf_agents.agents.ppo import ppo_clip_agent
+
+        agent = ppo_clip_agent.PPOClipAgent(
+            time_step_spec, action_spec, optimizer=optimizer, actor_net=actor,
+            value_net=PlacetoValueNetwork(time_step_spec.observation, config.embedding,
+                                          config.rounds),
+            entropy_regularization=config.entropy, importance_ratio_clipping=0.2,
+            discount_factor=1.0, num_epochs=4, normalize_observations=False,
+            normalize_rewards=False, gradient_clipping=config.gradient_clipping,
+            train_step_counter=step)
+    else:
+        from tf_agents.agents.reinforce import reinforce_agent
+
+        agent = reinforce_agent.ReinforceAgent(
+            time_step_spec, action_spec, actor_network=actor, optimizer=optimizer,
+            normalize_returns=False, gradient_clipping=config.gradient_clipping,
+            entropy_regularization=config.entropy, train_step_counter=step)
+    agent.initialize()
+    return agent
+
+
+def _run_episodes(env, act):
+    """Step a batch of in-step environments through one episode: a Trajectory [batch, time].
+
+    act: a policy's `action` (traced once: observations have fixed shapes)."""
+    import tensorflow as tf
+
+    from tf_agents.trajectories import trajectory
+
+    time_step = env.reset()
+    steps = []
+    while True:
+        action_step = act(time_step)
+        next_step = env.step(action_step.action)
+        steps.append(trajectory.from_transition(time_step, action_step, next_step))
+        if next_step.is_last().numpy().all():
+            break
+        time_step = next_step
+    return tf.nest.map_structure(lambda *xs: tf.stack(xs, axis=1), *steps)
+
+
+def _padded(experience, length: int):
+    """The trajectory padded in time to `length` with boundary steps (LAST -> FIRST, no
+    reward), which the agents leave out of their losses: every problem then trains through
+    one traced function, whatever its number of groups."""
+    import tensorflow as tf
+
+    from tf_agents.trajectories import time_step as ts
+
+    missing = length - int(experience.step_type.shape[1])
+    if missing <= 0:
+        return experience
+
+    def pad(values, fill=None):
+        last = values[:, -1:]
+        tail = tf.repeat(last, missing, axis=1) if fill is None else tf.fill(
+            tf.concat([tf.shape(last)[:1], [missing], tf.shape(last)[2:]], 0),
+            tf.cast(fill, values.dtype))
+        return tf.concat([values, tail], axis=1)
+
+    padded = tf.nest.map_structure(pad, experience)
+    return padded._replace(step_type=pad(experience.step_type, ts.StepType.LAST),
+                           next_step_type=pad(experience.next_step_type, ts.StepType.FIRST),
+                           reward=pad(experience.reward, 0), discount=pad(experience.discount, 0))
+
+
+class Baselines:
+    """Per problem and step index, the mean return of the last `window` episodes there."""
+
+    def __init__(self, window: int):
+        self.window = window
+        self.seen: dict = {}          # problem -> list of return arrays
+
+    def reshape(self, problem: int, rewards: np.ndarray, returns: np.ndarray) -> np.ndarray:
+        """Rewards [episodes, steps] whose undiscounted returns are G_t - b_t; then the
+        episodes join the mean."""
+        past = self.seen.get(problem)
+        b = np.mean(past, axis=0) if past else np.zeros(rewards.shape[1])
+        self.seen[problem] = (past or []) + list(returns)
+        del self.seen[problem][:-self.window]
+        return (rewards - b + np.append(b[1:], 0.0)).astype(rewards.dtype)
+
+    def save(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "baselines.json"), "w", encoding="utf-8") as f:
+            json.dump({str(p): [list(map(float, e)) for e in v] for p, v in self.seen.items()}, f)
+
+    def load(self, directory: str) -> None:
+        path = os.path.join(directory, "baselines.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                self.seen = {int(p): [np.array(e) for e in v] for p, v in json.load(f).items()}
+
+
+def _read_log(path: str) -> dict:
+    if not os.path.isfile(path):
+        return {"iterations": []}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_log(path: str, config: dict, history: list) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"config": config, "max_groups": specs.MAX_GROUPS,
+                   "max_devices": specs.MAX_DEVICES, "iterations": history}, f, indent=1)
+    os.replace(tmp, path)
