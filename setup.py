@@ -35,8 +35,8 @@ setup(
     },
     # The trained policy shipped with the package: its SavedModel, checkpoints and log.
     package_data={"tf_placeto.policy": ["pretrained/*.json", "pretrained/policy/*.pb",
+                                        "pretrained/policy/*.pbtxt",
                                         "pretrained/policy/variables/*",
-                                        "pretrained/policy/assets/*",
                                         "pretrained/checkpoints/*"]},
     entry_points={"console_scripts": ["tf-placeto=tf_placeto.cli:main"]},
 )

@@ -4,7 +4,8 @@
                                     [--iterations 100] [--policy DIR] [--held-out ...]
                                     [--cluster local:2] [--csv FILE]
 
-All in simulation with profiled costs (profiles made on `--cluster`, cached). Prints:
+All in simulation with profiled op costs (profiles made on `--cluster`, cached) and devices
+joined by `--link`. Prints:
 - quality: per graph and device count, the best algorithmic placer's simulated step, and the
   best step Placeto reached when trained on that graph alone for `--iterations` iterations;
 - search cost: how many placements Placeto evaluated (every move of every episode is one
@@ -38,6 +39,9 @@ def main(argv=None) -> int:
         "examples:cifar10-24", "examples:ptb-24", "examples:nmt_family-24"])
     parser.add_argument("--policy", default=None, help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2")
+    parser.add_argument("--link", default="25:7600",
+                        help="links of the simulated devices (default: Placeto's K80 GPUs, as "
+                             "the shipped policy was trained with); 'measured' for the profile's")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -46,6 +50,7 @@ def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     import pandas as pd
 
+    from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.policy import inference, specs
@@ -56,13 +61,14 @@ def main(argv=None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     policy = args.policy or inference.pretrained_policy()
+    link = None if args.link == "measured" else Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
         workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS, say=say)
                      for g in args.graphs + args.held_out}
     for graph, workload in workloads.items():
         for n in args.devices:
-            problem = workload.problem(n)
+            problem = workload.problem(n, link=link)
             best = min((problem.simulate(placers.place(m, problem, **workload.placer_options(m))
                                          .group_devices).step_time_us, m) for m in ALGORITHMS)
             start = time.perf_counter()
@@ -73,7 +79,7 @@ def main(argv=None) -> int:
                 trainer = Trainer([problem], scratch, TrainingConfig())
                 history = trainer.run(args.iterations)
                 trained = trainer.best(0)[0]
-            curve = np.minimum.accumulate([row["best_us"][0] for row in history])
+            curve = np.minimum.accumulate([row["best_us"] for row in history])
             within = int(np.argmax(curve <= 1.05 * curve[-1]))
             rows.append({
                 "graph": graph, "devices": n, "ops": len(workload.graph),

@@ -68,6 +68,31 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
     return key, parts
 
 
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """One link between two devices: latency + bytes / bandwidth, a copy share at each end."""
+
+    latency_us: float
+    bytes_per_us: float
+    copy_share: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str) -> "Link":
+        """"LATENCY_US:BYTES_PER_US[:COPY_SHARE]", e.g. "25:7600" (Placeto's K80 GPUs)."""
+        from tf_placeto.errors import PlacetoError
+
+        try:
+            values = [float(v) for v in text.split(":")]
+            link = cls(*values)
+        except (ValueError, TypeError):
+            raise PlacetoError(f"link {text!r}: write LATENCY_US:BYTES_PER_US[:COPY_SHARE], "
+                               "e.g. 25:7600") from None
+        if link.latency_us < 0 or link.bytes_per_us <= 0 or not 0 <= link.copy_share <= 0.5:
+            raise PlacetoError(f"link {text!r}: latency >= 0, bandwidth > 0, copy share in "
+                               "[0, 0.5]")
+        return link
+
+
 @dataclasses.dataclass
 class CostModel:
     ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced
@@ -125,12 +150,13 @@ class CostModel:
             return self.links["copy_share"].fillna(0.0)
         return pd.Series(0.0, index=self.links.index)
 
-    def with_more_devices(self, count: int) -> tuple:
+    def with_more_devices(self, count: int, link: Optional["Link"] = None) -> tuple:
         """(device names, cost model) for `count` simulated devices like the profiled ones.
 
         The simulated machine is the profiled one with more of the same devices: the same per-op
-        costs, and for every pair of devices the median of the links that were measured. Names
-        follow the profiled ones: tasks of the same job on a cluster, /device:TYPE:k locally.
+        costs, and for every pair of devices the median of the links that were measured, or
+        `link` to ask what other links would do. Names follow the profiled ones: tasks of the
+        same job on a cluster, /device:TYPE:k locally.
         """
         from tf_placeto.devices import parse_device
 
@@ -139,18 +165,20 @@ class CostModel:
         profiled = [parse_device(name) for name in self.meta.get("devices", [])]
         if not profiled:
             raise ValueError("the profile does not name the devices it was made on")
-        if count > 1 and self.links.empty:
+        if count > 1 and self.links.empty and link is None:
             raise ValueError("the profile measured no link (it was made on one device): profile "
                              "on at least two devices to simulate several")
         first = profiled[0]
         names = [dataclasses.replace(first, task=k, index=0).name if not first.is_local
                  else dataclasses.replace(first, index=k).name for k in range(count)]
-        link = {"latency_us": float(self.links["latency_us"].median()) if count > 1 else 0.0,
-                "bytes_per_us": float(self.links["bytes_per_us"].median()) if count > 1 else np.inf,
-                "copy_share": float(self._copy_shares().median()) if count > 1 else 0.0}
-        links = pd.DataFrame([{"src": a, "dst": b, **link} for a in names for b in names if a != b],
+        if link is None and count > 1:
+            link = Link(float(self.links["latency_us"].median()),
+                        float(self.links["bytes_per_us"].median()),
+                        float(self._copy_shares().median()))
+        pair = dataclasses.asdict(link) if link is not None else {}
+        links = pd.DataFrame([{"src": a, "dst": b, **pair} for a in names for b in names if a != b],
                              columns=LINK_COLUMNS)
-        meta = {**self.meta, "simulated_devices": names}
+        meta = {**self.meta, "simulated_devices": names, "simulated_link": pair}
         return names, CostModel(ops=self.ops, links=links, meta=meta)
 
     def save(self, directory: str) -> None:

@@ -218,3 +218,36 @@ def test_placing_bad_input_gives_one_line(args, message):
     result = run_cli(*args)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
+    out, cache = tmp_path / "policy", str(tmp_path / "cache")
+    result = run_cli("train", "--graphs", mlp_model, "--devices", "2", "--out", str(out),
+                     "--steps", "2", "--episodes", "2", "--cache", cache)
+    assert result.returncode == 0, result.stderr
+    assert "trained 2 iterations on 1 problems" in result.stdout
+    assert (out / "policy" / "saved_model.pb").is_file()
+    assert len(json.loads((out / "training.json").read_text())["iterations"]) == 2
+    placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
+                     "--policy", str(out), "--simulate", "--cache", cache, "--json")
+    assert placed.returncode == 0, placed.stderr
+    assert json.loads(placed.stdout)["predicted_after_s"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--devices", "9"], "--devices 9: the policy places on 2 to 8 devices"),
+    (["--devices", "2", "--members", "5-2"], "--members '5-2': write A-B"),
+    (["--devices", "2", "--steps", "0"], "--steps must be at least 1"),
+])
+def test_train_bad_input_gives_one_line(args, message, tmp_path):
+    result = run_cli("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"), *args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_family_stands_for_its_members():
+    from tf_placeto.cli import _expand_graphs
+
+    assert _expand_graphs(["examples:cifar10", "my_model"], "0-2") == [
+        "examples:cifar10-0", "examples:cifar10-1", "examples:cifar10-2", "my_model"]
+    assert len(_expand_graphs(["examples:ptb"], None)) == 32

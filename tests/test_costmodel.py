@@ -96,3 +96,17 @@ def test_a_placed_copy_has_the_profile_of_its_source(graph, mlp_model, tmp_path)
                                 str(tmp_path / "placed"))
     assert profile_key(tp.import_graph(placed.out), ["/device:CPU:0"]) == \
         profile_key(graph, ["/device:CPU:0"])
+
+
+def test_simulated_devices_may_have_other_links(graph):
+    from measure.costmodel import Link
+
+    model = _model(graph)
+    model.meta["devices"] = ["/device:CPU:0", "/device:CPU:1"]
+    names, k80 = model.with_more_devices(4, Link.parse("25:7600"))
+    latency, bandwidth, share = k80.link_arrays(names)
+    assert latency[0, 3] == 25.0 and bandwidth[3, 0] == 7600.0 and not share.any()
+    assert Link.parse("1:2:0.5") == Link(1.0, 2.0, 0.5)
+    for bad in ("fast", "25", "25:0", "-1:5", "1:2:0.7", "1:2:3:4"):
+        with pytest.raises(tp.PlacetoError, match="link"):
+            Link.parse(bad)

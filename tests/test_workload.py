@@ -56,4 +56,5 @@ def test_the_expert_learns_the_layers_of_bundled_examples(workload):
     assert any("attention" in pattern for pattern, _ in rules)
     assert _expert_layers("examples:inception_v3") == () == _expert_layers("/some/model")
     assert workload.placer_options("expert") == {"layers": ()}
-    assert workload.placer_options("m_etf") == {}
+    assert workload.placer_options("m_etf", {"budget": 3}) == {}
+    assert workload.placer_options("placeto", {"policy": None, "budget": 3}) == {"budget": 3}

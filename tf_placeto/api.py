@@ -106,6 +106,7 @@ class PlaceResult:
 def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
           cluster: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
           memory_per_device: Optional[str] = None, seed: int = 0, measure: str = "real",
+          policy: Optional[str] = None, budget: int = 0,
           out: Optional[str] = None, placement_out: Optional[str] = None,
           overwrite: bool = False, signature: Optional[str] = None,
           cache: Optional[str] = None, say=lambda message: None) -> PlaceResult:
@@ -115,7 +116,8 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
     there (cached). method: a name from tf_placeto.placers.names(). measure: "real" times the
     step as written and as placed on those devices; "simulate" only predicts both. out: write
     the placed copy of SOURCE there; its placement goes beside it as OUT.placement.json unless
-    `placement_out` names another file.
+    `placement_out` names another file. policy, budget: for method "placeto", the trained
+    policy (default: the shipped one) and the iterations of fine-tuning (0: zero-shot).
     """
     from measure.measurer import RealMeasurer, SimulatedMeasurer
     from measure.runtime import open_runtime
@@ -133,7 +135,8 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
                                  cache=cache, say=say)
         problem = workload.problem(memory=memory)
         say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
-        decided = placers.place(method, problem, seed=seed, **workload.placer_options(method))
+        decided = placers.place(method, problem, seed=seed, **workload.placer_options(
+            method, {"policy": policy, "budget": budget}))
         placement = Placement(problem.placement(decided.group_devices))
         device_set = DeviceSet.from_strings(runtime.device_names)
         capacity = dict(zip(problem.device_names, problem.capacity_bytes))

@@ -49,9 +49,22 @@ def _placing_arguments(parser) -> None:
                         help="memory limit of each device: bytes (2GiB, 500MB) or a fraction of "
                              "the graph's single-device peak (0.6)")
     parser.add_argument("--seed", type=int, default=0, help="seed of randomised methods")
+    parser.add_argument("--policy", metavar="DIR",
+                        help="placeto: a policy trained with `tf-placeto train` (default: the "
+                             "one shipped with the package)")
+    parser.add_argument("--budget", type=int, default=0, metavar="N",
+                        help="placeto: iterations of fine-tuning on the graph (default 0: one "
+                             "greedy episode, zero-shot)")
     parser.add_argument("--cache", metavar="DIR",
                         help="where profiles and results are kept "
                              "(default $TF_PLACETO_CACHE/profiles)")
+
+
+def _link_argument(parser) -> None:
+    parser.add_argument("--link", metavar="LAT_US:BYTES_PER_US[:COPY]",
+                        help="simulate devices joined by this link instead of the measured one, "
+                             "e.g. 25:7600 (Placeto's K80 GPUs); COPY: the share each end's "
+                             "processor spends copying (default 0)")
 
 
 def _say(message: str) -> None:
@@ -145,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--cluster", metavar="SPEC", default="local:2",
                          help="where to profile and measure (default local:2: two worker "
                               "processes on this machine, one core each)")
+    _link_argument(compare)
     compare.add_argument("--methods", metavar="M,M,...",
                          help="methods to compare (default all)")
     _placing_arguments(compare)
@@ -183,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--episodes", metavar="K", type=int, default=4,
                        help="parallel episodes per iteration (default 4)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
+    _link_argument(train)
     train.add_argument("--cluster", metavar="SPEC", default="local:2",
                        help="where graphs are profiled (default local:2)")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
@@ -394,6 +409,8 @@ def _check_placing(args) -> None:
     from tf_placeto.errors import PlacetoError
 
     _positive(args.max_groups, "--max-groups")
+    if args.budget < 0:
+        raise PlacetoError(f"--budget must be at least 0, not {args.budget}")
     if getattr(args, "method", None) is not None:
         from tf_placeto import placers
 
@@ -409,6 +426,7 @@ def _place(args) -> int:
     result = tp.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
                       max_groups=args.max_groups, memory_per_device=args.memory_per_device,
                       seed=args.seed, measure="simulate" if args.simulate else "real",
+                      policy=args.policy, budget=args.budget,
                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
                       signature=args.signature, cache=args.cache, say=_say)
     summary = result.summary()
@@ -432,6 +450,7 @@ def _place(args) -> int:
 def _compare(args) -> int:
     from tqdm import tqdm
 
+    from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.compare import RealRuns, compare, printable
@@ -441,6 +460,9 @@ def _compare(args) -> int:
     _check_placing(args)
     _positive(args.repeats, "--repeats")
     memory = MemoryLimit.parse(args.memory_per_device)
+    link = Link.parse(args.link) if args.link else None
+    if link is not None and not args.simulate:
+        raise PlacetoError("--link describes simulated devices: pass --simulate")
     methods = args.methods.split(",") if args.methods else placers.names()
     unknown = [m for m in methods if m not in placers.names()]
     if unknown:
@@ -461,7 +483,8 @@ def _compare(args) -> int:
                 if "for real" not in message:
                     bar.update(1)
             table = compare(workloads, counts, methods, memory=memory, real=real,
-                            seed=args.seed, progress=progress)
+                            seed=args.seed, progress=progress,
+                            learned={"policy": args.policy, "budget": args.budget}, link=link)
     if args.csv:
         table.to_csv(args.csv, index=False)
     if args.plot:
@@ -528,6 +551,7 @@ def _show(args) -> int:
 def _train(args) -> int:
     from tqdm import tqdm
 
+    from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto.policy import specs
     from tf_placeto.policy.training import Trainer, TrainingConfig
@@ -542,13 +566,14 @@ def _train(args) -> int:
         raise PlacetoError(f"--devices {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "
                            "devices")
     sources = _expand_graphs(args.graphs, args.members)
+    link = Link.parse(args.link) if args.link else None
     problems = []
     with open_runtime(cluster=args.cluster) as runtime:
         for source in tqdm(sources, desc="profiling", unit="graph", file=sys.stderr,
                            disable=None):
             workload = load_workload(source, runtime, max_groups=specs.MAX_GROUPS,
                                      cache=args.cache)
-            problems += [workload.problem(n) for n in args.devices]
+            problems += [workload.problem(n, link=link) for n in args.devices]
     _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
          f"= {len(problems)} problems; writing to {args.out}")
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,

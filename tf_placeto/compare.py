@@ -39,20 +39,23 @@ class RealRuns:
 def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]],
             methods: Sequence[str], memory: Optional[MemoryLimit] = None,
             real: Optional[RealRuns] = None, seed: int = 0,
-            progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
-    """The comparison table (see module doc). A device count of None: the profiled devices."""
+            progress: Callable[[str], None] = lambda message: None,
+            learned: Optional[dict] = None, link=None) -> pd.DataFrame:
+    """The comparison table (see module doc). A device count of None: the profiled devices.
+    learned: options of learned placers ({"policy": DIR, "budget": N}); link: simulate
+    devices joined by this measure.costmodel.Link instead of the measured links."""
     rows = []
     for workload in workloads:
         for count in device_counts:
-            problem = workload.problem(count, memory)
-            rows += _rows_for(workload, problem, methods, real, seed, progress)
+            problem = workload.problem(count, memory, link)
+            rows += _rows_for(workload, problem, methods, real, seed, progress, learned)
     table = pd.DataFrame(rows, columns=COLUMNS)
     _rank(table)
     _check_honest(table, simulated=real is None)
     return table
 
 
-def _rows_for(workload, problem, methods, real, seed, progress) -> list:
+def _rows_for(workload, problem, methods, real, seed, progress, learned) -> list:
     bound_s = problem.lower_bound_us() / 1e6
     limit = float(problem.capacity_bytes.max())
     base = {"graph": workload.name, "devices": problem.n_devices, "lower_bound_s": bound_s,
@@ -62,7 +65,8 @@ def _rows_for(workload, problem, methods, real, seed, progress) -> list:
     decisions = []
     for method in methods:
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
-        decided = placers.place(method, problem, seed=seed, **workload.placer_options(method))
+        decided = placers.place(method, problem, seed=seed,
+                                **workload.placer_options(method, learned))
         simulated = problem.simulate(decided.group_devices)
         decisions.append(decided)
         rows.append({**base, "method": method, "decide_s": decided.decide_s,

@@ -22,6 +22,7 @@ from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.placers.problem import PlacementProblem
 
+LEARNED = ("placeto",)     # placers that take a policy and a fine-tuning budget
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -70,21 +71,28 @@ class Workload:
     profile_cached: bool
     expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
 
-    def placer_options(self, method: str) -> dict:
-        """What a placer needs to know beyond the problem: the expert, its layers."""
-        return {"layers": self.expert_layers} if method == "expert" else {}
+    def placer_options(self, method: str, learned: Optional[dict] = None) -> dict:
+        """What a placer needs beyond the problem: the expert its layers, a learned placer
+        its `learned` options (policy, budget)."""
+        if method == "expert":
+            return {"layers": self.expert_layers}
+        if method in LEARNED:
+            return {k: v for k, v in (learned or {}).items() if v is not None}
+        return {}
 
     @property
     def profiled_devices(self) -> list:
         return list(self.cost_model.meta["devices"])
 
-    def problem(self, n_devices: Optional[int] = None,
-                memory: Optional[MemoryLimit] = None) -> PlacementProblem:
-        """The placement problem on the profiled devices, or on `n_devices` simulated ones."""
-        if n_devices is None:
+    def problem(self, n_devices: Optional[int] = None, memory: Optional[MemoryLimit] = None,
+                link=None) -> PlacementProblem:
+        """The placement problem on the profiled devices, or on `n_devices` simulated ones
+        (linked by `link`, a measure.costmodel.Link, instead of the measured links if given)."""
+        if n_devices is None and link is None:
             names, model = self.profiled_devices, self.cost_model
         else:
-            names, model = self.cost_model.with_more_devices(n_devices)
+            names, model = self.cost_model.with_more_devices(
+                n_devices or len(self.profiled_devices), link)
         devices = DeviceSet([parse_device(name) for name in names])
         problem = PlacementProblem.build(self.groups, model, devices)
         if memory is not None:

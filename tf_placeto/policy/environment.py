@@ -1,9 +1,8 @@
 """The placement MDP of Placeto as a TF-Agents environment over PlacementProblems.
 
 An episode visits every group once, in topological order (group ids are one), and each step's
-action is the device for the group being visited. It starts from the best single device (the
-placement every graph can have), so an episode's return is how much faster its last placement
-is. Every move is judged at op level by the simulator: the reward is the drop in the objective
+action is the device for the group being visited. It starts from a fixed random placement (as
+Placeto does), so an episode's return is how much faster its last placement is than that. Every move is judged at op level by the simulator: the reward is the drop in the objective
 (step time, plus a penalty for memory beyond the devices' capacity) over the episode's first
 objective, which makes rewards comparable between graphs.
 
@@ -44,10 +43,11 @@ class GraphView:
             self.static[:n, column] = values / max(float(np.max(values)), 1e-12)
         self.node_mask = np.zeros(specs.MAX_GROUPS, np.float32)
         self.node_mask[:n] = 1.0
-        self.start = start_placement(problem)
+        single = problem.simulate(single_device(problem))
         # A memory excess of one single-device peak costs as much as one single-device step.
-        single = problem.simulate(self.start)
         self.penalty_us_per_byte = single.step_time_us / max(problem.single_device_peak_bytes, 1)
+        self.single_objective, _ = self.objective(single_device(problem))
+        self.start = start_placement(problem)
         self.start_objective, self.start_result = self.objective(self.start)
 
     def objective(self, group_devices: np.ndarray):
@@ -97,11 +97,23 @@ def _best_single(problem: PlacementProblem) -> int:
     return int(whole[int(np.argmin(steps))])
 
 
-def start_placement(problem: PlacementProblem) -> np.ndarray:
+def single_device(problem: PlacementProblem) -> np.ndarray:
     """Every group on the best single device, or on its first allowed device."""
     best = _best_single(problem)
     allowed = problem.allowed
     return np.where(allowed[:, best], best, allowed.argmax(axis=1)).astype(np.int64)
+
+
+def start_placement(problem: PlacementProblem, seed: int = 0) -> np.ndarray:
+    """Placeto's fixed random start: each group on a device drawn among those it may use.
+
+    From one device, a single move mostly adds a transfer before parallel work can pay for it,
+    and a policy learns to stay put; from a random placement every move can repair something.
+    """
+    rng = np.random.default_rng(seed)
+    allowed = problem.allowed
+    draws = rng.random(allowed.shape) * allowed
+    return draws.argmax(axis=1).astype(np.int64)
 
 
 class Episode:
@@ -113,6 +125,7 @@ class Episode:
         self.position = 0
         self.first = self.value = view.start_objective
         self.result = view.start_result
+        self.best = (self.value, self.devices.copy())     # the best placement it went through
 
     @property
     def done(self) -> bool:
@@ -131,6 +144,8 @@ class Episode:
         reward = (self.value - value) / self.first
         self.value = value
         self.position += 1
+        if value < self.best[0]:
+            self.best = (value, self.devices.copy())
         return reward
 
 
@@ -188,8 +203,8 @@ def _environment_class():
             return ts.transition(self.episode.observation(), reward, discount=np.float32(1.0))
 
         def _remember(self):
-            if self.episode.value < self.best[self.index][0]:
-                self.best[self.index] = (self.episode.value, self.episode.devices.copy())
+            if self.episode.best[0] < self.best[self.index][0]:
+                self.best[self.index] = self.episode.best
 
     _CLASS = _PlacementEnvironment
     return _CLASS

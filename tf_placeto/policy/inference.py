@@ -74,25 +74,30 @@ def _load(policy_dir: str) -> SavedPolicy:
 
 
 def greedy_placement(problem, policy_dir: str) -> tuple:
-    """(device per group, objective in us): one greedy episode of the policy on `problem`."""
+    """(device per group, objective in us): the best placement of one greedy episode of the
+    policy on `problem` (every move of it is simulated anyway)."""
     policy = _load(policy_dir)
     episode = Episode(GraphView(problem))
     while not episode.done:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
-    return episode.devices, episode.value
+    value, devices = episode.best
+    return devices, value
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
                          progress=lambda row: None) -> tuple:
     """(device per group, objective in us): the best placement met while training the policy
     further on `problem` for `episodes` iterations, or its greedy one if that is better."""
-    from tf_placeto.policy.training import CHECKPOINTS, Trainer, TrainingConfig, _read_log
+    from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
+                                           _read_log)
 
     devices, value = greedy_placement(problem, policy_dir)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
+        # the network and optimizer go on; the baselines belong to the graphs it trained on
         shutil.copytree(os.path.join(_checked(policy_dir), CHECKPOINTS),
-                        os.path.join(scratch, CHECKPOINTS))
+                        os.path.join(scratch, CHECKPOINTS),
+                        ignore=shutil.ignore_patterns(BASELINES))
         logged = _read_log(os.path.join(policy_dir, "training.json")).get("config", {})
         config = TrainingConfig(**{**logged, "seed": seed})
         trainer = Trainer([problem], scratch, config)

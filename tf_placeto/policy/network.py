@@ -3,12 +3,15 @@
 Observation (see specs) -> a categorical distribution over devices for the group being placed:
 1. a per-group transform of the features (d -> d);
 2. `rounds` of message passing, separately from parents (forward) and from children
-   (backward): h <- mask * (g(sum over neighbours of f(h)) + s(h)); the two results are
+   (backward): h <- mask * norm(g(mean over neighbours of f(h)) + s(h)); the two results are
    concatenated (2d per group);
-3. three poolings over the groups related to the current one, each g(sum of mask * f(h)):
-   its ancestors, its descendants, and the groups with no path to or from it (parallel);
+3. three poolings over the groups related to the current one, each g(mean of f(h)): its
+   ancestors, its descendants, and the groups with no path to or from it (parallel);
 4. [ancestors, descendants, parallel, own embedding] (8d) -> 16d -> 8d -> device logits,
    devices that are absent or lack a kernel for the group masked out.
+Means (not the paper's sums) and a layer norm per round keep activations, and so the first
+logits, small on graphs of a hundred groups: summed, they grow with every round until the
+untrained policy is already certain, and REINFORCE never explores.
 Nothing identifies a group but its features and its place in the graph: that is what lets a
 trained network place graphs it has never seen.
 """
@@ -60,7 +63,8 @@ def _classes():
             self._transform = [dense(d, name="transform_1"), dense(d, name="transform_2")]
             self._passes = {
                 direction: (dense(d, name=f"{direction}_f"), dense(d, name=f"{direction}_g"),
-                            dense(d, activation=None, name=f"{direction}_self"))
+                            dense(d, activation=None, name=f"{direction}_self"),
+                            tf.keras.layers.LayerNormalization(name=f"{direction}_norm"))
                 for direction in ("forward", "backward")}
             self._pools = {kind: (dense(2 * d, name=f"{kind}_f"), dense(2 * d, name=f"{kind}_g"))
                            for kind in ("ancestors", "descendants", "parallel")}
@@ -87,16 +91,19 @@ def _classes():
             return tf.concat(pooled + [own], axis=-1)                        # [B, 8d]
 
         def _message_passing(self, h, incoming, mask, layers):
-            """incoming[i, j] = 1 when j sends to i: each round sums what i's neighbours say."""
-            f, g, keep = layers
+            """incoming[i, j] = 1 when j sends to i: each round averages what i's neighbours
+            say."""
+            f, g, keep, norm = layers
+            mean = incoming / tf.maximum(tf.reduce_sum(incoming, axis=-1, keepdims=True), 1.0)
             for _ in range(self._rounds):
-                h = mask * (g(tf.matmul(incoming, f(h))) + keep(h))
+                h = mask * norm(g(tf.matmul(mean, f(h))) + keep(h))
             return h
 
         @staticmethod
         def _pool(embedded, members, layers):
             f, g = layers
-            return g(tf.reduce_sum(members * f(embedded), axis=-2))
+            count = tf.maximum(tf.reduce_sum(members, axis=-2), 1.0)
+            return g(tf.reduce_sum(members * f(embedded), axis=-2) / count)
 
     def squashed(net, observation, head):
         """Apply `head` to observations with any outer (batch, time) dimensions."""
@@ -114,8 +121,11 @@ def _classes():
                              output_spec=output_spec, name=name)
             d = embedding
             self._body = _Body(embedding, rounds, name="body")
-            self._classifier = [dense(16 * d, name="classify_1"), dense(8 * d, name="classify_2"),
-                                dense(n_devices, activation=None, name="logits")]
+            self._classifier = [
+                dense(16 * d, name="classify_1"), dense(8 * d, name="classify_2"),
+                tf.keras.layers.Dense(n_devices, name="logits",   # small: a first policy near
+                                      kernel_initializer=tf.keras.initializers.VarianceScaling(
+                                          0.1))]                  # uniform explores
 
         def call(self, observation, step_type=None, network_state=(), training=False):
             return tfp.distributions.Categorical(

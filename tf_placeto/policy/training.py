@@ -29,6 +29,7 @@ from tf_placeto.policy import require_tf_agents, specs
 from tf_placeto.policy.environment import PlacementEnvironment
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
+BASELINES = "baselines.json"       # in CHECKPOINTS
 
 
 @dataclasses.dataclass
@@ -137,11 +138,11 @@ class Trainer:
     def _record(self, episodes, loss: float, seconds: float) -> dict:
         problem, mean_return = episodes
         views = self.environments[0].views
-        speedups = [views[p].start_objective / self.best(p)[0] for p in range(len(views))
+        speedups = [views[p].single_objective / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
         row = {"iteration": self.iterations_done, "problem": problem, "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
-               "best_us": [self.best(p)[0] for p in range(len(self.problems))],
+               "best_us": self.best(problem)[0],
                "best_speedup": float(np.mean(speedups))}
         self.history.append(row)
         return row
@@ -243,11 +244,11 @@ class Baselines:
 
     def save(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, "baselines.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(directory, BASELINES), "w", encoding="utf-8") as f:
             json.dump({str(p): [list(map(float, e)) for e in v] for p, v in self.seen.items()}, f)
 
     def load(self, directory: str) -> None:
-        path = os.path.join(directory, "baselines.json")
+        path = os.path.join(directory, BASELINES)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 self.seen = {int(p): [np.array(e) for e in v] for p, v in json.load(f).items()}
