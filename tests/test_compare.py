@@ -75,3 +75,11 @@ def test_pictures_are_written(simulated, workload, tmp_path):
     schedule = problem.simulate(decision, schedule=True).schedule
     chart = gantt(schedule, str(tmp_path / "gantt.png"), title="m_etf")
     assert open(chart, "rb").read(8) == PNG
+
+
+def test_a_placer_that_cannot_serve_a_problem_fails_its_row_only(workload):
+    table = compare([workload], [9], ["single", "placeto"])
+    status = dict(zip(table["method"], table["status"]))
+    assert status["single"] == "ok" and status["placeto"] == "failed"
+    reason = table[table["method"] == "placeto"]["reason"].item()
+    assert "at most 128 groups on 8 devices" in reason

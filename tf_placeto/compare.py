@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tf_placeto import placers
+from tf_placeto.errors import PlacetoError
 from tf_placeto.workload import MemoryLimit, Workload
 
 COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
@@ -65,8 +66,12 @@ def _rows_for(workload, problem, methods, real, seed, progress, learned) -> list
     decisions = []
     for method in methods:
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
-        decided = placers.place(method, problem, seed=seed,
-                                **workload.placer_options(method, learned))
+        try:
+            decided = placers.place(method, problem, seed=seed,
+                                    **workload.placer_options(method, learned))
+        except PlacetoError as error:       # a placer that cannot serve this problem says why
+            rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
+            continue
         simulated = problem.simulate(decided.group_devices)
         decisions.append(decided)
         rows.append({**base, "method": method, "decide_s": decided.decide_s,
@@ -76,7 +81,8 @@ def _rows_for(workload, problem, methods, real, seed, progress, learned) -> list
                      "peak_memory_bytes": float(simulated.peak_memory_bytes.max()),
                      "reason": "" if simulated.feasible else "exceeds the memory limit"})
     if real is not None:
-        _measure_for_real(workload, problem, decisions, rows[1:], real, progress)
+        placed = [row for row in rows[1:] if row["status"] != "failed"]
+        _measure_for_real(workload, problem, decisions, placed, real, progress)
     return rows
 
 

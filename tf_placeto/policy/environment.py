@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import require_tf_agents, specs
 
@@ -28,7 +29,7 @@ class GraphView:
     def __init__(self, problem: PlacementProblem):
         n, d = problem.n_groups, problem.n_devices
         if n > specs.MAX_GROUPS or d > specs.MAX_DEVICES:
-            raise ValueError(f"the policy places at most {specs.MAX_GROUPS} groups on "
+            raise PlacetoError(f"the policy places at most {specs.MAX_GROUPS} groups on "
                              f"{specs.MAX_DEVICES} devices; this problem has {n} groups on {d}: "
                              f"group the graph with max_groups={specs.MAX_GROUPS}")
         self.problem = problem
