@@ -1,11 +1,17 @@
-"""The main job of `make demo`, at this stage of the project.
+"""The main job of `make demo`: place Inception-V3's training step on real devices.
 
-Imports the Inception-V3 training step, groups it, spreads the groups over two logical CPU
-devices, writes the placed SavedModel to placeto-out/, runs the original and the placed model
-for real with full tracing, and checks that both give the same loss and that the placed ops
-ran where the placement says.
+On two TensorFlow worker processes of this machine (`--cluster local:2`, one core each, a
+real link between them), or on the local GPUs when there are several, it:
 
-    python -m examples.demo [--example NAME] [--out DIR] [--max-groups N]
+1. profiles the training step there (cached: a second run skips this),
+2. places it with every method, each placement simulated from the profile,
+3. measures the best few predicted placements and the single device for real,
+4. prints the comparison table and writes into OUT (default placeto-out/): the placed
+   SavedModel of the fastest measured placement with its placement JSON, the comparison plot,
+   the Gantt chart of that placement's simulated schedule, and the table as CSV.
+
+    python -m examples.demo [--example NAME] [--out DIR] [--cluster SPEC]
+                            [--measure-best N] [--repeats N]
 """
 
 from __future__ import annotations
@@ -14,28 +20,22 @@ import argparse
 import os
 import sys
 import time
-from collections import Counter
 
 from tf_placeto import _quiet
-
-DEVICES = ("/device:CPU:0", "/device:CPU:1")
-
-
-def contiguous_halves(groups) -> list:
-    """Device per group: groups in topological order, cut where half the work is done.
-
-    A contiguous cut crosses few edges, so few tensors travel between the devices.
-    """
-    work = groups.work
-    done = work.cumsum() - work / 2
-    return [DEVICES[int(d >= work.sum() / 2)] for d in done]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--example", default="inception_v3")
-    parser.add_argument("--out", default="placeto-out")
-    parser.add_argument("--max-groups", type=int, default=None)
+    parser.add_argument("--example", default="inception_v3", help="a bundled example graph")
+    parser.add_argument("--out", default="placeto-out", help="where the results go")
+    parser.add_argument("--cluster", default=None,
+                        help="where to measure (default: the local GPUs when there are "
+                             "several, else local:2)")
+    parser.add_argument("--measure-best", type=int, default=3, metavar="N",
+                        help="placements measured for real besides the single device")
+    parser.add_argument("--repeats", type=int, default=3, metavar="N",
+                        help="timed runs per real measurement")
+    parser.add_argument("--cache", default=None, help="where profiles are kept")
     args = parser.parse_args(argv)
     _quiet.set_tensorflow_environment()
     with _quiet.native_stderr_to_log() as log:
@@ -44,64 +44,83 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-def run(args) -> bool:
-    import numpy as np
+def _where_to_run(cluster):
+    """(devices spec, cluster spec): the local GPUs when there are several, else a cluster."""
+    from tf_placeto.devices import DeviceSet
 
+    if cluster is None:
+        gpus = [d for d in DeviceSet.this_machine() if d.device_type == "GPU"]
+        if len(gpus) >= 2:
+            return str(len(gpus)), None
+        cluster = "local:2"
+    return None, cluster
+
+
+def run(args) -> bool:
     import tf_placeto as tp
-    from examples import registry
-    from measure.runner import run_traced
+    from measure.measurer import SimulatedMeasurer
+    from measure.runtime import open_runtime
+    from tf_placeto import placers
+    from tf_placeto.compare import RealRuns, compare, printable
+    from tf_placeto.plots import comparison_plot, gantt
+    from tf_placeto.workload import load_workload
 
     start = time.perf_counter()
 
-    def step(message):
+    def say(message):
         print(f"[{time.perf_counter() - start:6.1f}s] {message}", flush=True)
 
-    step(f"building or loading examples:{args.example} ({registry.get(args.example).description})")
-    source_path = registry.saved_model_path(args.example)
-    t = time.perf_counter()
-    graph = tp.import_graph(source_path)
-    imported = time.perf_counter() - t
-    t = time.perf_counter()
-    groups = tp.group(graph, **({"max_groups": args.max_groups} if args.max_groups else {}))
-    grouped = time.perf_counter() - t
-    summary = groups.summary()
-    step(f"imported {summary['num_ops']} ops ({summary['num_edges']} data edges) in "
-         f"{imported:.2f}s; {summary['num_colocation_groups']} colocation groups; "
-         f"{summary['num_groups']} groups in {grouped:.2f}s")
-
-    placement = groups.placement_for(contiguous_halves(groups))
     os.makedirs(args.out, exist_ok=True)
-    out = os.path.join(args.out, f"{args.example}_placed")
-    result = tp.apply_placement(graph, placement, out, overwrite=True)
-    placement_file = os.path.join(args.out, f"{args.example}_placement.json")
-    result.placement.to_json(placement_file)
-    spread = Counter(result.placement.values())
-    step("placed: " + ", ".join(f"{d}: {n} ops" for d, n in sorted(spread.items())))
-
-    step("running the original and the placed model once each, fully traced, on 2 logical CPUs")
-    original = run_traced(source_path, num_cpus=2)
-    placed = run_traced(out, num_cpus=2)
-    same = all(np.allclose(placed.outputs[k], original.outputs[k], rtol=1e-5)
-               for k in original.outputs)
-    ran = {n: d for n, d in placed.node_devices.items() if n in result.placement}
-    wrong = [n for n, d in ran.items() if d != result.placement[n]]
-    per_device = Counter(ran.values())
-
+    source = f"examples:{args.example}"
+    devices, cluster = _where_to_run(args.cluster)
+    say(f"starting {cluster or f'the {devices} local GPUs'}")
+    with open_runtime(devices, cluster) as runtime:
+        say(runtime.describe())
+        workload = load_workload(source, runtime, cache=args.cache, say=say)
+        say(f"{len(workload.graph)} ops in {len(workload.groups)} groups; profile "
+            f"{'found in the cache' if workload.profile_cached else 'made'}: "
+            f"{workload.profile_dir}")
+        table = compare([workload], [None], placers.names(), progress=say,
+                        real=RealRuns(runtime, repeats=args.repeats, best=args.measure_best))
+        problem = workload.problem()
+        measured = table[(table["runs"] > 0) & (table["status"] == "ok")]
+        if measured.empty:
+            say("no placement ran: see the reasons in the table")
+            print(printable(table))
+            return False
+        best = measured.loc[measured["step_s"].idxmin()]
+        say(f"fastest measured: {best['method']}; writing its placed SavedModel")
+        decided = workload.decide(best["method"], problem)
+        placement = tp.Placement(problem.placement(decided.group_devices))
+        device_set = tp.DeviceSet.from_strings(problem.device_names)
+        [simulated] = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,
+                                        schedule=True).evaluate([placement], [best["method"]])
+    placed = os.path.join(args.out, f"{args.example}_placed")
+    tp.apply_placement(workload.graph, placement, placed, devices=device_set, overwrite=True)
+    files = {
+        "placed SavedModel": placed,
+        "its placement (op -> device)": placement.to_json(f"{placed}.placement.json"),
+        "comparison table": _written(table.to_csv, os.path.join(args.out, "comparison.csv")),
+        "comparison plot": comparison_plot(table, os.path.join(args.out, "comparison.png")),
+        "Gantt chart": gantt(simulated.schedule, os.path.join(args.out, "gantt.png"),
+                             title=f"{source}: {best['method']} (simulated schedule)"),
+    }
     print()
-    print(f"  source       examples:{args.example} -> {source_path}")
-    print(f"  ops          {summary['num_ops']} in {summary['num_groups']} groups "
-          f"(largest {summary['largest_group_ops']} ops)")
-    for key in original.outputs:
-        print(f"  {key:<12} original {float(original.outputs[key]):.6f}   "
-              f"placed {float(placed.outputs[key]):.6f}   {'same' if same else 'DIFFERENT'}")
-    print("  traced       " + ", ".join(f"{d}: {n} ops" for d, n in sorted(per_device.items()))
-          + f"; {len(wrong)} ops off their placed device")
-    print(f"  written      {out}  (placed SavedModel)")
-    print(f"               {placement_file}  (op -> device)")
-    ok = same and not wrong and len(per_device) == len(DEVICES)
-    print(f"\n{'OK' if ok else 'FAILED'}: the placed model "
-          f"{'gives the same outputs and runs where placed' if ok else 'did not check out'}")
-    return ok
+    print(printable(table))
+    single = measured[measured["method"] == "single"]
+    print(f"\nfastest measured on {len(device_set)} devices: {best['method']}, "
+          f"{best['step_s'] * 1e3:.0f} ms per step (median of {int(best['runs'])} runs)"
+          + (f", {single['step_s'].iloc[0] / best['step_s']:.2f}x the single device"
+             if len(single) else ""))
+    for what, path in files.items():
+        print(f"  {what:<30} {path}")
+    say("done")
+    return True
+
+
+def _written(write, path: str) -> str:
+    write(path, index=False)
+    return path
 
 
 if __name__ == "__main__":

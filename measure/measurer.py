@@ -95,9 +95,15 @@ class RealMeasurer(Measurer):
         self.trace_memory = trace_memory
         self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
         self.known = _read_log(self.log_path)
+        # profiles ignore devices, so a placed copy of a graph shares its results log: the
+        # graph as written is told apart by the devices written in it
+        written = {op.name: op.requested_device for op in graph.ops if op.requested_device}
+        self._written_key = placement_key(None) + (f"-{placement_key(written)}" if written
+                                                   else "")
 
     def _evaluate(self, placement):
-        key = f"{placement_key(placement)}-r{self.repeats}-w{self.warmup}"
+        key = f"{self._written_key if placement is None else placement_key(placement)}" \
+              f"-r{self.repeats}-w{self.warmup}"
         if key in self.known:
             return MeasureResult(**self.known[key])
         cluster = self.runtime.cluster

@@ -251,3 +251,41 @@ def test_a_family_stands_for_its_members():
     assert _expand_graphs(["examples:cifar10", "my_model"], "0-2") == [
         "examples:cifar10-0", "examples:cifar10-1", "examples:cifar10-2", "my_model"]
     assert len(_expand_graphs(["examples:ptb"], None)) == 32
+
+
+def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model, tmp_path):
+    cache, logdir = str(tmp_path / "cache"), tmp_path / "tensorboard"
+    result = run_cli("place", mlp_model, "--devices", "2", "--simulate", "--cache", cache,
+                     "--max-groups", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    from tf_placeto.workload import AUTO_CANDIDATES
+
+    assert summary["method"] == "auto" and summary["chosen"] in AUTO_CANDIDATES
+    tried = {name: summary[f"{name}_us"] for name in AUTO_CANDIDATES}
+    assert summary["predicted_after_s"] * 1e6 == pytest.approx(min(tried.values()))
+    shown = run_cli("show", mlp_model, "--devices", "2", "--cache", cache,
+                    "--tensorboard", str(logdir), "--json")
+    assert shown.returncode == 0, shown.stderr
+    import tensorflow as tf
+
+    [event_file] = os.listdir(logdir)
+    graphs = [event.graph_def for event in
+              tf.compat.v1.train.summary_iterator(str(logdir / event_file)) if event.graph_def]
+    graph_def = tf.compat.v1.GraphDef.FromString(graphs[0])
+    shown_ops = sum(row["ops"] for row in json.loads(shown.stdout)["devices"])
+    assert len(graph_def.node) == shown_ops and all(node.device for node in graph_def.node)
+
+
+def test_compare_measures_only_the_best_predicted_and_the_single_device(tmp_path):
+    result = run_cli("compare", "examples:mlp", "--cluster", "local:2", "--measure-best", "1",
+                     "--methods", "single,round_robin,m_etf", "--repeats", "2",
+                     "--cache", str(tmp_path / "cache"), "--max-groups", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["method"]: r for r in json.loads(result.stdout)}
+    measured = {m for m, r in rows.items() if r["runs"]}
+    best_other = min((r["predicted_s"], m) for m, r in rows.items()
+                     if m not in ("lower bound",) and r["status"] == "ok")[1]
+    assert measured == {"single", best_other}
+    for method in set(rows) - measured - {"lower bound"}:
+        assert rows[method]["step_s"] is None and "not measured" in rows[method]["reason"]

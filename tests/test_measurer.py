@@ -127,3 +127,15 @@ def test_a_worker_dying_mid_measurement_fails_it_and_the_next_one_works(tmp_path
                             trace_memory=False).evaluate([on_task1])
         assert ok.status == "ok" and cluster.alive() == [True, True]
         assert cluster.pids[1] != doomed
+
+
+def test_a_placed_copy_as_written_is_measured_not_taken_from_its_source(graph, tmp_path):
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    results = str(tmp_path / "results")      # profiles ignore devices: both share one log
+    placed = tp.apply_placement(graph, _everything_on(graph, "/device:CPU:1"),
+                                str(tmp_path / "placed")).out
+    [source] = RealMeasurer(graph, runtime, results_dir=results, repeats=2).evaluate([None])
+    [copy] = RealMeasurer(tp.import_graph(placed), runtime, results_dir=results,
+                          repeats=2).evaluate([None])
+    assert source.key != copy.key and copy.runs == 2
+    assert len(open(os.path.join(results, RESULTS_FILE)).read().splitlines()) == 2

@@ -103,7 +103,7 @@ class PlaceResult:
         return summary
 
 
-def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
+def place(source, method: str = "auto", *, devices: Optional[str] = None,
           cluster: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
           memory_per_device: Optional[str] = None, seed: int = 0, measure: str = "real",
           policy: Optional[str] = None, budget: int = 0,
@@ -113,7 +113,9 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
     """Find a placement of `source` on the devices present and, optionally, write it.
 
     devices / cluster: where it runs (see `tf-placeto measure --help`); the graph is profiled
-    there (cached). method: a name from tf_placeto.placers.names(). measure: "real" times the
+    there (cached). method: "auto" (the shipped Placeto policy fine-tuned briefly and the
+    algorithmic placers, best simulated step wins) or a name of tf_placeto.placers.names().
+    measure: "real" times the
     step as written and as placed on those devices; "simulate" only predicts both. out: write
     the placed copy of SOURCE there; its placement goes beside it as OUT.placement.json unless
     `placement_out` names another file. policy, budget: for method "placeto", the trained
@@ -121,7 +123,6 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
     """
     from measure.measurer import RealMeasurer, SimulatedMeasurer
     from measure.runtime import open_runtime
-    from tf_placeto import placers
     from tf_placeto.errors import PlacetoError
     from tf_placeto.workload import MemoryLimit, load_workload
 
@@ -135,8 +136,8 @@ def place(source, method: str = "m_etf", *, devices: Optional[str] = None,
                                  cache=cache, say=say)
         problem = workload.problem(memory=memory)
         say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
-        decided = placers.place(method, problem, seed=seed, **workload.placer_options(
-            method, {"policy": policy, "budget": budget}))
+        decided = workload.decide(method, problem, seed=seed,
+                                  learned={"policy": policy, "budget": budget}, say=say)
         placement = Placement(problem.placement(decided.group_devices))
         device_set = DeviceSet.from_strings(runtime.device_names)
         capacity = dict(zip(problem.device_names, problem.capacity_bytes))

@@ -133,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     _source_arguments(place)
     _runtime_arguments(place)
     _placing_arguments(place)
-    place.add_argument("--method", default="m_etf", metavar="NAME",
-                       help="placement method (default m_etf); see `tf-placeto compare --help`")
+    place.add_argument("--method", default="auto", metavar="NAME",
+                       help="placement method: auto (default: the shipped Placeto policy "
+                            "fine-tuned briefly and the algorithmic placers, best simulated "
+                            "step wins) or one of `tf-placeto compare --help`")
     place.add_argument("--out", metavar="OUT",
                        help="write SOURCE with the placement applied here (same kind as SOURCE)")
     place.add_argument("--placement-out", metavar="FILE.json",
@@ -164,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     _placing_arguments(compare)
     compare.add_argument("--repeats", type=int, default=5, metavar="N",
                          help="timed runs per real measurement (default 5)")
+    compare.add_argument("--measure-best", type=int, default=None, metavar="N",
+                         help="measure for real only the N best predicted placements and the "
+                              "single device (default: all)")
     compare.add_argument("--json", action="store_true", help="print the table as JSON records")
     compare.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
     compare.add_argument("--plot", metavar="FILE.png", help="also draw the table")
@@ -176,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the placement to show (default: the devices written in SOURCE)")
     show.add_argument("--gantt", metavar="FILE.png",
                       help="draw the simulated schedule: a row per device, transfers below")
+    show.add_argument("--tensorboard", metavar="LOGDIR",
+                      help="write the placed op graph as a TensorBoard log (Graphs view, "
+                           "Color: Device)")
     show.add_argument("--cache", metavar="DIR", help="where profiles are kept")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=_show)
@@ -413,9 +421,10 @@ def _check_placing(args) -> None:
         raise PlacetoError(f"--budget must be at least 0, not {args.budget}")
     if getattr(args, "method", None) is not None:
         from tf_placeto import placers
+        from tf_placeto.workload import AUTO
 
-        if args.method not in placers.names():
-            raise PlacetoError(f"unknown method {args.method!r}; methods: "
+        if args.method != AUTO and args.method not in placers.names():
+            raise PlacetoError(f"unknown method {args.method!r}; methods: {AUTO}, "
                                f"{', '.join(placers.names())}")
 
 
@@ -459,6 +468,8 @@ def _compare(args) -> int:
 
     _check_placing(args)
     _positive(args.repeats, "--repeats")
+    if args.measure_best is not None:
+        _positive(args.measure_best, "--measure-best")
     memory = MemoryLimit.parse(args.memory_per_device)
     link = Link.parse(args.link) if args.link else None
     if link is not None and not args.simulate:
@@ -475,7 +486,8 @@ def _compare(args) -> int:
                                "devices: pass --simulate for other device counts")
         workloads = [load_workload(graph, runtime, max_groups=args.max_groups, cache=args.cache,
                                    say=_say) for graph in args.graphs]
-        real = None if args.simulate else RealRuns(runtime, repeats=args.repeats)
+        real = None if args.simulate else RealRuns(runtime, repeats=args.repeats,
+                                                     best=args.measure_best)
         with tqdm(total=len(workloads) * len(counts) * len(methods), file=sys.stderr,
                   unit="placement", leave=False, disable=None) as bar:
             def progress(message):
@@ -532,6 +544,11 @@ def _show(args) -> int:
 
         gantt(result.schedule, args.gantt, title=f"{args.source}: {result.label}")
         summary["gantt"] = args.gantt
+    if args.tensorboard:
+        from tf_placeto.plots import tensorboard_graph
+
+        op_devices = [devices.names[d] for d in measurer.device_indices(placement)]
+        summary["tensorboard"] = tensorboard_graph(graph, op_devices, args.tensorboard)
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
@@ -545,6 +562,8 @@ def _show(args) -> int:
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     if args.gantt:
         print(f"wrote the schedule: {args.gantt}")
+    if args.tensorboard:
+        print(f"wrote the graph for TensorBoard: tensorboard --logdir {args.tensorboard}")
     return EXIT_OK
 
 

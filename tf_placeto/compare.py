@@ -35,6 +35,7 @@ class RealRuns:
     repeats: int = 5
     warmup: int = 1
     timeout_s: float = 600.0
+    best: Optional[int] = None  # measure only this many, the best predicted (and "single")
 
 
 def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]],
@@ -91,13 +92,28 @@ def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progre
 
     measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
                             repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)
+    chosen = _to_measure(rows, real.best)
     for decided, row in zip(decisions, rows):
+        if row["method"] not in chosen:
+            row.update(step_s=np.nan, spread_s=np.nan, reason=(
+                f"not measured: not among the {real.best} best predicted"))
+            continue
         progress(f"{workload.name}: measuring {decided.method} for real")
         [result] = measurer.evaluate([problem.placement(decided.group_devices)],
                                      labels=[decided.method])
         row.update(status=result.status, step_s=result.step_time_s, spread_s=result.spread_s,
                    runs=result.runs, reason=result.reason,
                    peak_memory_bytes=float(max(result.peak_memory_bytes.values(), default=np.nan)))
+
+
+def _to_measure(rows, best: Optional[int]) -> set:
+    """Methods worth real runs: all, or the `best` fastest predicted feasible ones plus the
+    single device, the reference any placement has to beat."""
+    if best is None:
+        return {row["method"] for row in rows}
+    feasible = sorted((row["predicted_s"], row["method"]) for row in rows
+                      if row["status"] == "ok")
+    return {method for _, method in feasible[:best]} | {"single"}
 
 
 def _rank(table: pd.DataFrame) -> None:

@@ -55,12 +55,13 @@ class Placement(Mapping):
                                  'device strings, e.g. {"dense/MatMul": "/device:CPU:1"}')
         return cls(data)
 
-    def to_json(self, path: str) -> None:
+    def to_json(self, path: str) -> str:
         tmp = f"{path}.tmp-{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self._devices, f, indent=1, sort_keys=True)
             f.write("\n")
         os.replace(tmp, path)
+        return path
 
     def validate(self, graph: OpGraph, devices: DeviceSet,
                  colocation: ColocationSets | None = None) -> "Placement":

@@ -24,13 +24,16 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
     """Per graph, bars of each method's step time per device count, the lower bound as a line.
 
     Infeasible placements are hatched: their time is real (or simulated) but they do not fit.
+    In a real comparison, a placement that was only predicted is an outline at its prediction.
     """
     from tf_placeto.compare import LOWER_BOUND
 
     plt = _pyplot()
     graphs = list(dict.fromkeys(table["graph"]))
     methods = [m for m in dict.fromkeys(table["method"]) if m != LOWER_BOUND]
-    figure, axes = plt.subplots(len(graphs), 1, figsize=(max(6, 1.2 * len(methods) * 2), 3.2 * len(graphs)),
+    slots = len(methods) * table.groupby("graph")["devices"].nunique().max()
+    figure, axes = plt.subplots(len(graphs), 1, figsize=(min(16, max(6, 0.45 * slots + 2)),
+                                                         3.2 * len(graphs) + 0.6),
                                 squeeze=False)
     colors = plt.get_cmap("tab10")
     width = 0.8 / max(len(methods), 1)
@@ -45,6 +48,9 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
             axis.bar(x, chosen["step_s"] * 1e3, width, color=colors(k % 10), label=method,
                      yerr=error if error.any() else None,
                      hatch=None, edgecolor="black", linewidth=0.3)
+            predicted_only = chosen["step_s"].isna() & chosen["predicted_s"].notna()
+            axis.bar(x[predicted_only.to_numpy()], chosen["predicted_s"][predicted_only] * 1e3,
+                     width, fill=False, edgecolor=colors(k % 10), linestyle="--")
             for xi, yi, bad in zip(x, chosen["step_s"] * 1e3, infeasible):
                 if bad and np.isfinite(yi):
                     axis.bar(xi, yi, width, fill=False, hatch="///", edgecolor="red", linewidth=0)
@@ -55,11 +61,12 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
         axis.set_xticks(np.arange(len(counts)))
         axis.set_xticklabels([f"{c} devices" for c in counts])
         axis.set_ylabel("step time (ms)")
-        axis.set_title(graph)
+        axis.set_title(graph + ("   (outlined: predicted, not measured)"
+                                if rows["step_s"].isna().any() else ""), fontsize=10)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8,
                   bbox_to_anchor=(0.5, 1.0))
-    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    figure.tight_layout(rect=(0, 0, 1, 0.88))
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
@@ -95,3 +102,26 @@ def _short(device: str) -> str:
     """'/job:worker/replica:0/task:1/device:CPU:0' -> 'task:1/CPU:0'; links likewise."""
     return "->".join(part.replace("/job:worker/replica:0/", "").replace("device:", "")
                      for part in device.split("->"))
+
+
+def tensorboard_graph(graph, op_devices, logdir: str) -> str:
+    """Write the op graph, function bodies flattened, with each op on its device, as a
+    TensorBoard log: its Graphs view colours the ops by device ("Color: Device").
+
+    op_devices: the device name of each op, in graph.ops order.
+    """
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef()
+    nodes = [graph_def.node.add(name=op.name, op=op.type, device=device)
+             for op, device in zip(graph.ops, op_devices)]
+    for edge in sorted(graph.data_edges, key=lambda e: (e.dst, e.dst_slot)):
+        src = graph.ops[edge.src].name
+        nodes[edge.dst].input.append(src if edge.src_slot == 0 else f"{src}:{edge.src_slot}")
+    for src, dst in graph.control_edges:
+        nodes[dst].input.append(f"^{graph.ops[src].name}")
+    writer = tf.summary.create_file_writer(logdir)
+    with writer.as_default():
+        tf.summary.graph(graph_def)
+    writer.close()
+    return logdir

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Optional
 
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.importer import CALL_OPS, called_functions
@@ -21,8 +22,14 @@ from tf_placeto.graph.sources import SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, So
 _FINGERPRINT_FILE = "fingerprint.pb"
 
 
-def placed_proto(source: Source, graph: OpGraph, placement) -> object:
-    """A copy of source.proto with `placement` ({op name: canonical device}) written in."""
+def placed_proto(source: Source, graph: OpGraph, placement,
+                 clone_suffix: Optional[str] = None) -> object:
+    """A copy of source.proto with `placement` ({op name: canonical device}) written in.
+
+    clone_suffix: give every function whose placement changes a clone named with this suffix
+    instead of editing it, for a graph imported beside the original in one process (where a
+    function name stands for one body).
+    """
     proto = type(source.proto)()
     proto.CopyFrom(source.proto)
     if source.kind == "saved_model":
@@ -38,8 +45,12 @@ def placed_proto(source: Source, graph: OpGraph, placement) -> object:
         op = graph.ops[i]
         if op.scope is None:
             top_level[op.local_name].device = device
-    protected = _functions_of_other_signatures(meta_graph, source.signature, graph_def)
-    renamed_roots = _place_functions(graph_def.library, graph, device_of, protected)
+    if clone_suffix is None:
+        protected = _functions_of_other_signatures(meta_graph, source.signature, graph_def)
+    else:
+        protected = {f.signature.name for f in graph_def.library.function}
+    renamed_roots = _place_functions(graph_def.library, graph, device_of, protected,
+                                     clone_suffix or "_placeto")
     for call_node, function_name in renamed_roots.items():
         _point_call_at(top_level[call_node], function_name)
     if source.kind == "saved_model":
@@ -77,7 +88,8 @@ def _functions_of_other_signatures(meta_graph, signature, graph_def) -> set:
     return used
 
 
-def _place_functions(library, graph: OpGraph, device_of: dict, protected: set) -> dict:
+def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
+                     clone_suffix: str) -> dict:
     """Edit (or clone) FunctionDefs per call instance; returns {top-level call: new name}.
 
     An instance whose placement changes nothing keeps its function. The first changed
@@ -106,7 +118,7 @@ def _place_functions(library, graph: OpGraph, device_of: dict, protected: set) -
             if name not in seen.values() and name not in protected:
                 target, new_name = functions[name], name
             else:
-                new_name = _unused_name(f"{name}_placeto", functions)
+                new_name = _unused_name(f"{name}{clone_suffix}", functions)
                 target = library.function.add()
                 target.CopyFrom(originals[name])
                 target.signature.name = new_name

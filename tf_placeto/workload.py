@@ -17,12 +17,17 @@ from typing import Callable, Optional
 import numpy as np
 
 from tf_placeto.devices import DeviceSet, parse_device
-from tf_placeto.errors import PlacetoError
+from tf_placeto.errors import PlacetoError, first_line
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.placers.problem import PlacementProblem
 
 LEARNED = ("placeto",)     # placers that take a policy and a fine-tuning budget
+# "auto": the shipped Placeto policy fine-tuned for AUTO_BUDGET iterations and the algorithmic
+# placers that are worth trying; the decision with the best simulated step wins.
+AUTO = "auto"
+AUTO_CANDIDATES = ("single", "expert", "metis", "m_topo", "m_etf", "m_sct", "heft", "placeto")
+AUTO_BUDGET = 10
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -79,6 +84,50 @@ class Workload:
         if method in LEARNED:
             return {k: v for k, v in (learned or {}).items() if v is not None}
         return {}
+
+    def decide(self, method: str, problem: PlacementProblem, seed: int = 0,
+               learned: Optional[dict] = None,
+               say: Callable[[str], None] = lambda message: None):
+        """A placers.PlacerResult for `problem` from `method`, which may be AUTO."""
+        from tf_placeto import placers
+
+        if method != AUTO:
+            return placers.place(method, problem, seed=seed,
+                                 **self.placer_options(method, learned))
+        learned = {"budget": AUTO_BUDGET, **{k: v for k, v in (learned or {}).items()
+                                            if v is not None}}
+        tried, steps, notes = [], {}, []
+        for name in AUTO_CANDIDATES:
+            say(f"auto: trying {name}")
+            try:
+                decided = self._decide_learned(name, problem, seed, learned)
+            except PlacetoError as exc:
+                notes.append(f"{name}: {exc}")
+                continue
+            simulated = problem.simulate(decided.group_devices)
+            steps[f"{name}_us"] = simulated.step_time_us
+            tried.append(((not simulated.feasible, simulated.step_time_us), decided))
+        best = min(tried, key=lambda pair: pair[0])[1]
+        info = {"chosen": best.method, **steps, **best.info}
+        if notes:
+            info["skipped"] = "; ".join(notes)
+        return placers.PlacerResult(AUTO, best.group_devices,
+                                    sum(decided.decide_s for _, decided in tried), info)
+
+    def _decide_learned(self, name: str, problem: PlacementProblem, seed: int, learned: dict):
+        """One candidate of AUTO; Placeto's fine-tuning needs tf-agents, and where this
+        process cannot have it (Keras 3 loaded first) the policy places zero-shot."""
+        from tf_placeto import placers
+
+        options = self.placer_options(name, learned)
+        try:
+            return placers.place(name, problem, seed=seed, **options)
+        except PlacetoError as exc:
+            if not options.get("budget"):
+                raise
+            decided = placers.place(name, problem, seed=seed, **dict(options, budget=0))
+            decided.info["fine_tuning_skipped"] = first_line(exc)
+            return decided
 
     @property
     def profiled_devices(self) -> list:

@@ -105,6 +105,18 @@ class PlacementProblem:
         simulation.memory_capacity = capacity
         return dataclasses.replace(self, capacity_bytes=capacity, simulation=simulation)
 
+    def with_pins(self, device_of_group: dict) -> "PlacementProblem":
+        """The same problem with some groups held on one device ({group: device index}),
+        such as the ops of a variable that already lives somewhere."""
+        compute = self.compute_us.copy()
+        for group, device in device_of_group.items():
+            if not np.isfinite(compute[group, device]):
+                raise ValueError(f"group {group} has no kernel for {self.device_names[device]}")
+            held = compute[group, device]
+            compute[group] = np.inf
+            compute[group, device] = held
+        return dataclasses.replace(self, compute_us=compute)
+
     def coarsened(self, max_groups: int) -> tuple:
         """(the problem over at most `max_groups` groups, chunk of each of this problem's
         groups): consecutive groups merged; a decision d on it is `d[chunk]` here."""
@@ -113,8 +125,11 @@ class PlacementProblem:
         if self.n_groups <= max_groups:
             return self, np.arange(self.n_groups)
         groups, chunk_of_group = coarsen(self.groups, max_groups)
-        return PlacementProblem.from_simulation(groups, self.simulation,
-                                                self.capacity_bytes), chunk_of_group
+        coarse = PlacementProblem.from_simulation(groups, self.simulation, self.capacity_bytes)
+        barred = np.zeros((coarse.n_groups, self.n_devices), dtype=bool)
+        np.logical_or.at(barred, chunk_of_group, ~self.allowed)    # pins included
+        coarse.compute_us[barred] = np.inf
+        return coarse, chunk_of_group
 
     @property
     def n_groups(self) -> int:

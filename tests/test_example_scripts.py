@@ -1,0 +1,47 @@
+"""The runnable scripts of examples/: each of the three uses, and the demo, on small models."""
+
+import os
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+
+def run_script(module: str, *args: str) -> str:
+    """Run `python -m module` as a user would (Keras 3, no legacy Keras); its output."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    result = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                            text=True, env=env, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_optimize_step_places_a_keras_step_and_trains_with_it(tmp_path):
+    out = run_script("examples.optimize_step", "--steps", "4", "--cache", str(tmp_path))
+    assert "/device:CPU:0" in out and "/device:CPU:1" in out
+    assert "measured_after_s" in out and "training with the placed step, loss:" in out
+
+
+def test_place_saved_model_serves_from_plain_tensorflow(tmp_path):
+    out = run_script("examples.place_saved_model", "--out", str(tmp_path / "regression"))
+    assert "loss from the placed SavedModel:" in out
+    assert "device:CPU:1" in out.split("ops per device in its functions:")[1]
+
+
+def test_measure_on_cluster_times_the_step_before_and_after(tmp_path):
+    out = run_script("examples.measure_on_cluster", "--example", "mlp",
+                     "--out", str(tmp_path / "measured"))
+    timed = [line.split() for line in out.splitlines() if line.startswith("as written")]
+    assert [row[:2] for row in timed] == [["as", "written"]] * 2
+    assert all(row[2] == "ok" and float(row[3]) > 0 for row in timed)
+    assert out.index("before:") < out.index("after:")
+
+
+def test_demo_writes_model_plot_chart_and_table(tmp_path):
+    out = run_script("examples.demo", "--example", "mlp", "--out", str(tmp_path),
+                     "--measure-best", "1", "--repeats", "2")
+    assert "fastest measured on 2 devices:" in out
+    for name in ("mlp_placed/saved_model.pb", "mlp_placed.placement.json", "comparison.png",
+                 "gantt.png", "comparison.csv"):
+        assert (tmp_path / name).is_file(), name

@@ -1,0 +1,151 @@
+"""tf_placeto.optimize(): a tf.function placed on this process's devices, run for real.
+
+The end-to-end check runs in a fresh interpreter that splits the CPU into two logical devices
+before TensorFlow starts, and imports Keras 3 first (no tf-agents, no legacy Keras): the
+placed step must give the original's results, update the caller's variables, run its ops
+where the placement says (read from the runtime's partition graphs), and fall back, with a
+warning, on inputs it was not placed for.
+"""
+
+import json
+import os
+
+import pytest
+
+from tests.helpers import run_python
+
+END_TO_END = r"""
+import json, warnings
+import numpy as np
+import tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from tensorflow.python.eager import context
+import tf_placeto as placeto
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(32, activation="relu"),
+                          keras.layers.Dense(4)])
+optimizer = keras.optimizers.SGD(0.1)
+
+@tf.function
+def train_step(x, y, scale=1.0):
+    with tf.GradientTape() as tape:
+        loss = scale * tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return {"loss": loss}
+
+x, y = tf.random.normal([16, 10], seed=1), tf.random.normal([16, 4], seed=2)
+out = {}
+step = placeto.optimize(train_step, (x, y), method=METHOD, measure=MEASURE, cache=CACHE,
+                        verbose=False)
+out["devices"] = step.devices
+out["placed_on"] = sorted(set(step.placement.values()))
+out["measured"] = step.measured is not None
+out["times"] = step.step_times()
+report = step.report()
+out["report_ops"] = int(report["ops"].sum())
+out["report_index"] = list(report.index)
+out["placement_ops"] = len(step.placement)
+
+start = [v.numpy().copy() for v in model.weights + optimizer.variables]
+original = train_step(x, y)["loss"].numpy()
+after_original = [v.numpy().copy() for v in model.weights]
+for v, value in zip(model.weights + optimizer.variables, start):
+    v.assign(value)
+context.enable_run_metadata()
+placed = step(x, y)["loss"].numpy()
+metadata = context.export_run_metadata()
+context.disable_run_metadata()
+after_placed = [v.numpy() for v in model.weights]
+out["same_loss"] = bool(np.allclose(original, placed, rtol=1e-5))
+out["same_update"] = all(np.allclose(a, b, rtol=1e-5, atol=1e-6)
+                         for a, b in zip(after_original, after_placed))
+out["changed"] = any(not np.allclose(a, b) for a, b in zip(start, after_placed))
+ran = {node.name[len("placed/"):]: node.device for graph in metadata.function_graphs
+       for partition in graph.partition_graphs for node in partition.node
+       if node.name.startswith("placed/")}
+checked = {name: device for name, device in ran.items() if name in step.placement}
+out["checked_ops"] = len(checked)
+out["off_device"] = [name for name, device in checked.items()
+                     if not device.endswith(step.placement[name].rsplit("/", 1)[-1])]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    other = step(tf.ones([3, 10]), tf.ones([3, 4]))["loss"].numpy()
+out["fallback_warned"] = [str(w.message) for w in caught
+                          if issubclass(w.category, placeto.UnplacedCallWarning)]
+out["fallback_loss_finite"] = bool(np.isfinite(other))
+print("RESULT" + json.dumps(out))
+"""
+
+
+def _run(method: str, measure: str, cache: str) -> dict:
+    code = END_TO_END.replace("METHOD", repr(method)).replace("MEASURE", repr(measure)) \
+        .replace("CACHE", repr(cache))
+    output = run_python(code).stdout
+    return json.loads(output.split("RESULT", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("profiles"))
+
+
+def test_placed_step_runs_where_placed_and_trains_the_same_variables(cache):
+    out = _run("round_robin", "real", cache)
+    assert out["devices"] == ["/device:CPU:0", "/device:CPU:1"]
+    assert out["placed_on"] == out["devices"]          # round robin uses both
+    assert out["same_loss"] and out["same_update"] and out["changed"]
+    assert out["checked_ops"] > 20 and out["off_device"] == []
+    assert out["measured"]
+    assert set(out["times"]) == {"predicted_before_s", "predicted_after_s",
+                                 "measured_before_s", "measured_after_s"}
+    assert out["report_index"] == out["devices"]
+    assert out["report_ops"] == out["placement_ops"]
+    assert len(out["fallback_warned"]) == 1 and "(3, 10)" in out["fallback_warned"][0]
+    assert out["fallback_loss_finite"]
+
+
+def test_auto_in_a_keras_3_process_simulating_with_a_cached_profile(cache):
+    out = _run("auto", "simulate", cache)
+    assert not out["measured"]
+    assert set(out["times"]) == {"predicted_before_s", "predicted_after_s"}
+    assert out["times"]["predicted_after_s"] <= out["times"]["predicted_before_s"] * (1 + 1e-9)
+    assert out["same_loss"] and out["same_update"] and out["off_device"] == []
+    assert os.listdir(cache)                           # the profile of the first test was kept
+
+
+def test_flat_arguments_follow_the_traced_signature():
+    import inspect
+
+    import tensorflow as tf
+
+    from tf_placeto.functions import flat_tensor_arguments
+
+    @tf.function
+    def f(a, b, scale=2.0):
+        return tf.reduce_sum(a) * scale + b
+
+    concrete = f.get_concrete_function(tf.ones([2]), tf.zeros([3]))
+    signature = inspect.signature(f.python_function)
+    flat = flat_tensor_arguments(concrete, signature, (), {"b": tf.zeros([3]), "a": tf.ones([2])})
+    assert [tuple(t.shape) for t in flat] == [(2,), (3,)]
+    assert flat_tensor_arguments(concrete, signature, (tf.ones([5]), tf.zeros([3])), {}) is None
+    assert flat_tensor_arguments(concrete, signature, (tf.ones([2]),), {}) is None
+
+
+def test_unknown_method_and_measure_are_refused():
+    import tensorflow as tf
+
+    import tf_placeto as placeto
+
+    @tf.function
+    def f(a):
+        return a + 1
+
+    with pytest.raises(placeto.PlacetoError, match="unknown placement method"):
+        placeto.optimize(f, (tf.ones([2]),), method="nope")
+    with pytest.raises(placeto.PlacetoError, match="measure must be"):
+        placeto.optimize(f, (tf.ones([2]),), measure="sometimes")

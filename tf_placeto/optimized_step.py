@@ -1,0 +1,248 @@
+"""`tf_placeto.optimize()`: place a tf.function's ops on this process's devices.
+
+    step = tf_placeto.optimize(train_step, (x, y))
+    loss = step(x, y)              # same results, ops on the chosen devices
+    step.report()                  # per device: ops, busy time, peak memory
+
+The function is traced with the example arguments, exported as a measurable step (on a copy
+of its variables, see tf_placeto.functions), profiled on the devices (cached: the second
+optimize() of the same function is quick), placed by a method (default "auto": the shipped
+Placeto policy briefly fine-tuned and the algorithmic placers, best simulated step wins), and
+measured before and after, for real where the devices are in this process. Variables stay on
+the device they live on, and so do the ops that read and update them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from typing import Optional, Sequence, Union
+
+from tf_placeto.errors import DeviceError, PlacetoError
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.placement import Placement
+
+MEASURE_MODES = ("auto", "real", "simulate")
+
+
+class UnplacedCallWarning(UserWarning):
+    """An optimized step was called with inputs its placement was not made for."""
+
+
+def this_process_devices(kind: Optional[str] = None) -> list:
+    """Canonical names of the devices the eager runtime has: its GPUs if any, else its
+    (logical) CPUs, or only those of `kind`."""
+    import tensorflow as tf
+
+    from tf_placeto.devices import canonical_device
+
+    kinds = [kind] if kind else ["GPU", "CPU"]
+    for device_type in kinds:
+        found = tf.config.list_logical_devices(device_type)
+        if found:
+            return [canonical_device(d.name) for d in found]
+    return []
+
+
+def resolve_devices(devices: Union[None, int, Sequence[str]]) -> tuple:
+    """(the devices of this process to profile on, how many devices to place on): None means
+    all of the local accelerator type, N the first N of them (simulated past what is
+    present), names those devices."""
+    from tf_placeto.devices import canonical_device
+
+    present = this_process_devices()
+    if devices is None:
+        return present, len(present)
+    if isinstance(devices, int):
+        if devices < 1:
+            raise DeviceError(f"a device count must be at least 1, not {devices}")
+        return present[:devices], devices
+    names = [canonical_device(d) for d in devices]
+    here = set(this_process_devices("GPU") + this_process_devices("CPU"))
+    missing = [n for n in names if n not in here]
+    if missing:
+        raise DeviceError(f"{', '.join(missing)} not in this process; its devices: "
+                          f"{', '.join(sorted(here))} (ask for a count to simulate more)")
+    return names, len(names)
+
+
+@dataclasses.dataclass
+class OptimizedStep:
+    """The placed step: call it like the function; inspect what was decided and measured."""
+
+    function: object                 # the tf.function (or ConcreteFunction) given
+    placement: Placement             # op of the function -> device
+    devices: list
+    method: str
+    info: dict                       # what the placer said about its decision
+    predicted: dict                  # {"before"|"after": simulated MeasureResult}
+    measured: Optional[dict]         # {"before"|"after": real MeasureResult} or None
+    _concrete: object = dataclasses.field(repr=False, default=None)
+    _placed: object = dataclasses.field(repr=False, default=None)
+    _signature: object = dataclasses.field(repr=False, default=None)
+    _warned: set = dataclasses.field(repr=False, default_factory=set)
+
+    def __call__(self, *args, **kwargs):
+        from tf_placeto.functions import flat_tensor_arguments
+
+        flat = flat_tensor_arguments(self._concrete, self._signature, args, kwargs)
+        if flat is not None:
+            return self._placed(flat)
+        shapes = _shapes(args, kwargs)
+        if shapes not in self._warned:
+            self._warned.add(shapes)
+            traced = [tuple(t.shape) for t in self._concrete.inputs[
+                :len(self._concrete.inputs) - len(self._concrete.captured_inputs)]]
+            warnings.warn(f"the optimized step was placed for inputs of shapes {traced}, not "
+                          f"{list(shapes)}: running the original function, unplaced (call "
+                          f"tf_placeto.optimize() with such inputs to place it for them)",
+                          UnplacedCallWarning, stacklevel=2)
+        return self.function(*args, **kwargs)
+
+    def step_times(self) -> dict:
+        """{"predicted_before_s", "predicted_after_s"[, "measured_before_s", ...]}."""
+        times = {}
+        for kind, results in (("predicted", self.predicted), ("measured", self.measured)):
+            for when, result in (results or {}).items():
+                times[f"{kind}_{when}_s"] = result.step_time_s
+        return times
+
+    def report(self):
+        """A pandas DataFrame, one row per device: its ops, predicted busy time and peak
+        memory of the placed step (and the measured step time, where measured)."""
+        import pandas as pd
+
+        after = self.predicted["after"]
+        counts = pd.Series(list(self.placement.values())).value_counts()
+        table = pd.DataFrame({
+            "ops": [int(counts.get(d, 0)) for d in self.devices],
+            "busy_s": [after.busy_s.get(d, 0.0) for d in self.devices],
+            "peak_memory_bytes": [after.peak_memory_bytes.get(d, 0) for d in self.devices],
+        }, index=pd.Index(self.devices, name="device"))
+        table.attrs.update(self.step_times())
+        return table
+
+
+def _shapes(args, kwargs) -> tuple:
+    import tensorflow as tf
+
+    return tuple(tuple(getattr(leaf, "shape", ())) for leaf in
+                 tf.nest.flatten((args, kwargs), expand_composites=True))
+
+
+def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dict] = None, *,
+             devices: Union[None, int, Sequence[str]] = None, method: str = "auto",
+             budget: Optional[int] = None, policy: Optional[str] = None,
+             measure: str = "auto", memory_per_device: Optional[str] = None,
+             max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, cache: Optional[str] = None,
+             verbose: bool = True) -> OptimizedStep:
+    """Place `function` (a tf.function, traced with the example arguments) on `devices`.
+
+    devices: None (this process's GPUs, else its logical CPUs), a count, or device names.
+    method: "auto" or a name of tf_placeto.placers.names(); budget, policy: Placeto's
+    fine-tuning iterations and trained policy. measure: "real" runs the step as written and as
+    placed on the devices (on a copy of the variables), "simulate" predicts both from the
+    profile, "auto" measures for real when all devices are in this process.
+    """
+    from measure.measurer import RealMeasurer, SimulatedMeasurer
+    from measure.runtime import open_runtime
+    from tf_placeto import placers
+    from tf_placeto.devices import DeviceSet, parse_device
+    from tf_placeto.functions import PlacedStep, export_step
+    from tf_placeto.workload import AUTO, MemoryLimit, load_workload
+
+    if measure not in MEASURE_MODES:
+        raise PlacetoError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")
+    if method != AUTO and method not in placers.names():
+        raise PlacetoError(f"unknown placement method {method!r}; methods: auto, "
+                           f"{', '.join(placers.names())}")
+    say = (lambda message: print(f"tf_placeto: {message}", file=sys.stderr, flush=True)) \
+        if verbose else (lambda message: None)
+    concrete = _concrete_function(function, example_args, example_kwargs or {})
+    profiled_on, count = resolve_devices(devices)
+    present = count == len(profiled_on)
+    if measure == "real" and not present:
+        raise DeviceError(f"measure='real' needs the devices in this process: {count} asked "
+                          f"for, {len(profiled_on)} here")
+    export_dir = tempfile.mkdtemp(prefix="tf-placeto-step-")
+    try:
+        step_model = os.path.join(export_dir, "step")
+        pins = export_step(concrete, step_model)
+        with open_runtime(devices=",".join(profiled_on)) as runtime:
+            workload = load_workload(step_model, runtime, max_groups=max_groups, cache=cache,
+                                     say=say)
+            problem = workload.problem(None if present else count,
+                                       MemoryLimit.parse(memory_per_device))
+            problem = _pinned(problem, workload, pins)
+            say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices "
+                f"with {method}")
+            decided = workload.decide(method, problem, seed=seed,
+                                      learned={"policy": policy, "budget": budget}, say=say)
+            placement = Placement(problem.placement(decided.group_devices))
+            labels = ["as written", "placed"]
+            predicted = SimulatedMeasurer(
+                workload.graph, workload.cost_model,
+                DeviceSet([parse_device(name) for name in problem.device_names]),
+                memory_capacity=dict(zip(problem.device_names, problem.capacity_bytes))
+            ).evaluate([None, placement], labels)
+            measured = None
+            if present and measure != "simulate":
+                say("measuring the step as written and as placed, for real "
+                    "(on a copy of the variables)")
+                measured = RealMeasurer(workload.graph, runtime,
+                                        results_dir=workload.profile_dir).evaluate(
+                    [None, placement], labels)
+    finally:
+        shutil.rmtree(export_dir, ignore_errors=True)
+    if not present:
+        say(f"only {len(profiled_on)} of the {count} devices are in this process: the placed "
+            f"step runs where TensorFlow's soft placement puts the missing ones")
+    in_function = {op.name for op in concrete.graph.get_operations()}
+    own = Placement({name: device for name, device in placement.items()
+                     if name in in_function})
+    result = OptimizedStep(
+        function=function, placement=own, devices=list(problem.device_names), method=method,
+        info=dict(decided.info), predicted=dict(zip(("before", "after"), predicted)),
+        measured=dict(zip(("before", "after"), measured)) if measured else None,
+        _concrete=concrete, _placed=PlacedStep(concrete, own),
+        _signature=_python_signature(function))
+    say("step " + ", ".join(f"{key[:-2].replace('_', ' ')} {value * 1e3:.2f} ms"
+                            for key, value in result.step_times().items()))
+    return result
+
+
+def _concrete_function(function, example_args, example_kwargs):
+    import tensorflow as tf
+
+    if isinstance(function, tf.types.experimental.ConcreteFunction):
+        return function
+    if not hasattr(function, "get_concrete_function"):
+        raise PlacetoError("optimize() takes a tf.function (decorate the step with "
+                           "@tf.function) or a ConcreteFunction")
+    return function.get_concrete_function(*example_args, **example_kwargs)
+
+
+def _python_signature(function):
+    """The traced Python function's signature, to order a call's arguments as tracing did."""
+    python_function = getattr(function, "python_function", None)
+    return inspect.signature(python_function) if python_function is not None else None
+
+
+def _pinned(problem, workload, pins: dict):
+    """Hold each variable's group on the device the caller's variable lives on."""
+    from tf_placeto.devices import canonical_device
+
+    device_of_group = {}
+    for op_name, device in pins.items():
+        device = canonical_device(device)
+        if device not in problem.device_names:
+            raise DeviceError(f"a variable of the function lives on {device}, which is not "
+                              f"among the devices {', '.join(problem.device_names)}")
+        group = int(workload.groups.group_of[workload.graph.index(op_name)])
+        device_of_group[group] = problem.device_names.index(device)
+    return problem.with_pins(device_of_group)
