@@ -23,6 +23,8 @@ import time
 
 from tf_placeto import _quiet
 
+EXACT_TIME_LIMIT_S = 20     # the exact placer's search, within the demo's 10 minutes
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -81,7 +83,8 @@ def run(args) -> bool:
             f"{'found in the cache' if workload.profile_cached else 'made'}: "
             f"{workload.profile_dir}")
         table = compare([workload], [None], placers.names(), progress=say,
-                        real=RealRuns(runtime, repeats=args.repeats, best=args.measure_best))
+                        real=RealRuns(runtime, repeats=args.repeats, best=args.measure_best),
+                        options={"time_limit": EXACT_TIME_LIMIT_S})
         problem = workload.problem()
         measured = table[(table["runs"] > 0) & (table["status"] == "ok")]
         if measured.empty:
@@ -90,7 +93,8 @@ def run(args) -> bool:
             return False
         best = measured.loc[measured["step_s"].idxmin()]
         say(f"fastest measured: {best['method']}; writing its placed SavedModel")
-        decided = workload.decide(best["method"], problem)
+        decided = workload.decide(best["method"], problem,
+                                  options={"time_limit": EXACT_TIME_LIMIT_S})
         placement = tp.Placement(problem.placement(decided.group_devices))
         device_set = tp.DeviceSet.from_strings(problem.device_names)
         [simulated] = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,

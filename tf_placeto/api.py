@@ -106,8 +106,9 @@ class PlaceResult:
 def place(source, method: str = "auto", *, devices: Optional[str] = None,
           cluster: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
           memory_per_device: Optional[str] = None, seed: int = 0, measure: str = "real",
-          policy: Optional[str] = None, budget: int = 0,
-          out: Optional[str] = None, placement_out: Optional[str] = None,
+          policy: Optional[str] = None, budget: Optional[int] = None,
+          placer_options: Optional[dict] = None, out: Optional[str] = None,
+          placement_out: Optional[str] = None,
           overwrite: bool = False, signature: Optional[str] = None,
           cache: Optional[str] = None, say=lambda message: None) -> PlaceResult:
     """Find a placement of `source` on the devices present and, optionally, write it.
@@ -119,7 +120,10 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     step as written and as placed on those devices; "simulate" only predicts both. out: write
     the placed copy of SOURCE there; its placement goes beside it as OUT.placement.json unless
     `placement_out` names another file. policy, budget: for method "placeto", the trained
-    policy (default: the shipped one) and the iterations of fine-tuning (0: zero-shot).
+    policy (default: the shipped one) and the iterations of fine-tuning (default 0: zero-shot;
+    with "auto", workload.AUTO_BUDGET).
+    placer_options: the other placers' options (workload.PLACER_OPTIONS: rnn_budget,
+    time_limit, objective).
     """
     from measure.measurer import RealMeasurer, SimulatedMeasurer
     from measure.runtime import open_runtime
@@ -137,7 +141,8 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
         problem = workload.problem(memory=memory)
         say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
         decided = workload.decide(method, problem, seed=seed,
-                                  learned={"policy": policy, "budget": budget}, say=say)
+                                  options={"policy": policy, "budget": budget,
+                                           **(placer_options or {})}, say=say)
         placement = Placement(problem.placement(decided.group_devices))
         device_set = DeviceSet.from_strings(runtime.device_names)
         capacity = dict(zip(problem.device_names, problem.capacity_bytes))

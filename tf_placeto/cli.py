@@ -52,9 +52,16 @@ def _placing_arguments(parser) -> None:
     parser.add_argument("--policy", metavar="DIR",
                         help="placeto: a policy trained with `tf-placeto train` (default: the "
                              "one shipped with the package)")
-    parser.add_argument("--budget", type=int, default=0, metavar="N",
+    parser.add_argument("--budget", type=int, default=None, metavar="N",
                         help="placeto: iterations of fine-tuning on the graph (default 0: one "
-                             "greedy episode, zero-shot)")
+                             "greedy episode, zero-shot; 10 within method auto)")
+    parser.add_argument("--rnn-budget", type=int, default=None, metavar="N",
+                        help="rnn: placements the RNN planner evaluates (default 400)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="S",
+                        help="optimal: seconds the exact placer may search (default 30); it "
+                             "returns its best placement and the proven gap")
+    parser.add_argument("--objective", choices=["latency", "throughput"], default=None,
+                        help="optimal: the step's makespan (default) or pipelined throughput")
     parser.add_argument("--cache", metavar="DIR",
                         help="where profiles and results are kept "
                              "(default $TF_PLACETO_CACHE/profiles)")
@@ -417,8 +424,12 @@ def _check_placing(args) -> None:
     from tf_placeto.errors import PlacetoError
 
     _positive(args.max_groups, "--max-groups")
-    if args.budget < 0:
+    if args.budget is not None and args.budget < 0:
         raise PlacetoError(f"--budget must be at least 0, not {args.budget}")
+    if args.rnn_budget is not None:
+        _positive(args.rnn_budget, "--rnn-budget")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise PlacetoError(f"--time-limit must be above 0, not {args.time_limit:g}")
     if getattr(args, "method", None) is not None:
         from tf_placeto import placers
         from tf_placeto.workload import AUTO
@@ -426,6 +437,12 @@ def _check_placing(args) -> None:
         if args.method != AUTO and args.method not in placers.names():
             raise PlacetoError(f"unknown method {args.method!r}; methods: {AUTO}, "
                                f"{', '.join(placers.names())}")
+
+
+def _placer_options(args) -> dict:
+    """The placer options given on the command line (workload.PLACER_OPTIONS)."""
+    return {"policy": args.policy, "budget": args.budget, "rnn_budget": args.rnn_budget,
+            "time_limit": args.time_limit, "objective": args.objective}
 
 
 def _place(args) -> int:
@@ -436,6 +453,7 @@ def _place(args) -> int:
                       max_groups=args.max_groups, memory_per_device=args.memory_per_device,
                       seed=args.seed, measure="simulate" if args.simulate else "real",
                       policy=args.policy, budget=args.budget,
+                      placer_options=_placer_options(args),
                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
                       signature=args.signature, cache=args.cache, say=_say)
     summary = result.summary()
@@ -496,7 +514,7 @@ def _compare(args) -> int:
                     bar.update(1)
             table = compare(workloads, counts, methods, memory=memory, real=real,
                             seed=args.seed, progress=progress,
-                            learned={"policy": args.policy, "budget": args.budget}, link=link)
+                            options=_placer_options(args), link=link)
     if args.csv:
         table.to_csv(args.csv, index=False)
     if args.plot:

@@ -23,7 +23,9 @@ from tf_placeto.workload import MemoryLimit, Workload
 
 COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
            "lower_bound_s", "vs_best", "vs_lower_bound", "decide_s", "peak_memory_bytes",
-           "memory_limit_bytes", "reason"]
+           "memory_limit_bytes", "objective_s", "vs_optimal", "evaluations",
+           "evaluations_to_5pct", "reason"]
+EXACT = "optimal"
 LOWER_BOUND = "lower bound"
 
 
@@ -42,22 +44,22 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             methods: Sequence[str], memory: Optional[MemoryLimit] = None,
             real: Optional[RealRuns] = None, seed: int = 0,
             progress: Callable[[str], None] = lambda message: None,
-            learned: Optional[dict] = None, link=None) -> pd.DataFrame:
+            options: Optional[dict] = None, link=None) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
-    learned: options of learned placers ({"policy": DIR, "budget": N}); link: simulate
+    options: placer options (workload.PLACER_OPTIONS: policy, budget, ...); link: simulate
     devices joined by this measure.costmodel.Link instead of the measured links."""
     rows = []
     for workload in workloads:
         for count in device_counts:
             problem = workload.problem(count, memory, link)
-            rows += _rows_for(workload, problem, methods, real, seed, progress, learned)
+            rows += _rows_for(workload, problem, methods, real, seed, progress, options)
     table = pd.DataFrame(rows, columns=COLUMNS)
     _rank(table)
     _check_honest(table, simulated=real is None)
     return table
 
 
-def _rows_for(workload, problem, methods, real, seed, progress, learned) -> list:
+def _rows_for(workload, problem, methods, real, seed, progress, options) -> list:
     bound_s = problem.lower_bound_us() / 1e6
     limit = float(problem.capacity_bytes.max())
     base = {"graph": workload.name, "devices": problem.n_devices, "lower_bound_s": bound_s,
@@ -69,22 +71,39 @@ def _rows_for(workload, problem, methods, real, seed, progress, learned) -> list
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
         try:
             decided = placers.place(method, problem, seed=seed,
-                                    **workload.placer_options(method, learned))
+                                    **workload.placer_options(method, options))
         except PlacetoError as error:       # a placer that cannot serve this problem says why
             rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
             continue
         simulated = problem.simulate(decided.group_devices)
         decisions.append(decided)
         rows.append({**base, "method": method, "decide_s": decided.decide_s,
+                     "evaluations": decided.info.get("evaluations"),
+                     "evaluations_to_5pct": decided.info.get("evaluations_to_5pct"),
                      "predicted_s": simulated.step_time_us / 1e6,
                      "status": "ok" if simulated.feasible else "infeasible",
                      "step_s": simulated.step_time_us / 1e6, "spread_s": 0.0, "runs": 0,
                      "peak_memory_bytes": float(simulated.peak_memory_bytes.max()),
                      "reason": "" if simulated.feasible else "exceeds the memory limit"})
+    placed = [row for row in rows[1:] if row["status"] != "failed"]
+    _against_the_optimum(problem, decisions, placed)
     if real is not None:
-        placed = [row for row in rows[1:] if row["status"] != "failed"]
         _measure_for_real(workload, problem, decisions, placed, real, progress)
     return rows
+
+
+def _against_the_optimum(problem, decisions, rows) -> None:
+    """With the exact placer among the methods: every decision's value under the objective it
+    optimised (objective_s) and its ratio to the exact one's (vs_optimal)."""
+    from tf_placeto.placers.objectives import OBJECTIVES
+
+    exact = next((d for d in decisions if d.method == EXACT), None)
+    if exact is None or not exact.info.get("objective_us"):
+        return
+    score = OBJECTIVES[exact.info["objective"]]
+    for decided, row in zip(decisions, rows):
+        value = score(problem, decided.group_devices)
+        row.update(objective_s=value / 1e6, vs_optimal=value / exact.info["objective_us"])
 
 
 def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
@@ -148,8 +167,11 @@ def printable(table: pd.DataFrame) -> str:
         "x best": table["vs_best"], "x bound": table["vs_lower_bound"],
         "decide (s)": table["decide_s"],
         "peak MiB": table["peak_memory_bytes"] / 2**20,
+        "x optimal": table["vs_optimal"],
+        "evals to 5%": table["evaluations_to_5pct"],
         "status": table["status"],
     })
+    shown = shown.drop(columns=[c for c in ("x optimal", "evals to 5%") if shown[c].isna().all()])
     if (table["runs"].fillna(0) == 0).all():
         shown = shown.drop(columns=["spread (ms)", "predicted (ms)"])
     with pd.option_context("display.width", 200, "display.max_rows", None):

@@ -138,6 +138,7 @@ def _shapes(args, kwargs) -> tuple:
 def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dict] = None, *,
              devices: Union[None, int, Sequence[str]] = None, method: str = "auto",
              budget: Optional[int] = None, policy: Optional[str] = None,
+             placer_options: Optional[dict] = None,
              measure: str = "auto", memory_per_device: Optional[str] = None,
              max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, cache: Optional[str] = None,
              verbose: bool = True) -> OptimizedStep:
@@ -145,7 +146,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
 
     devices: None (this process's GPUs, else its logical CPUs), a count, or device names.
     method: "auto" or a name of tf_placeto.placers.names(); budget, policy: Placeto's
-    fine-tuning iterations and trained policy. measure: "real" runs the step as written and as
+    fine-tuning iterations and trained policy; placer_options: the other placers' options
+    (tf_placeto.workload.PLACER_OPTIONS). measure: "real" runs the step as written and as
     placed on the devices (on a copy of the variables), "simulate" predicts both from the
     profile, "auto" measures for real when all devices are in this process.
     """
@@ -182,7 +184,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
             say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices "
                 f"with {method}")
             decided = workload.decide(method, problem, seed=seed,
-                                      learned={"policy": policy, "budget": budget}, say=say)
+                                      options={"policy": policy, "budget": budget,
+                                               **(placer_options or {})}, say=say)
             placement = Placement(problem.placement(decided.group_devices))
             labels = ["as written", "placed"]
             predicted = SimulatedMeasurer(

@@ -22,7 +22,13 @@ from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.placers.problem import PlacementProblem
 
-LEARNED = ("placeto",)     # placers that take a policy and a fine-tuning budget
+# The placer options a surface (command line, optimize(), compare) may set, as each placer
+# names them: {placer: {option: its keyword}}.
+PLACER_OPTIONS = {
+    "placeto": {"policy": "policy", "budget": "budget"},
+    "rnn": {"rnn_budget": "budget"},
+    "optimal": {"time_limit": "time_limit", "objective": "objective"},
+}
 # "auto": the shipped Placeto policy fine-tuned for AUTO_BUDGET iterations and the algorithmic
 # placers that are worth trying; the decision with the best simulated step wins.
 AUTO = "auto"
@@ -76,31 +82,31 @@ class Workload:
     profile_cached: bool
     expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
 
-    def placer_options(self, method: str, learned: Optional[dict] = None) -> dict:
-        """What a placer needs beyond the problem: the expert its layers, a learned placer
-        its `learned` options (policy, budget)."""
+    def placer_options(self, method: str, options: Optional[dict] = None) -> dict:
+        """What a placer needs beyond the problem: the expert its layers, the others those
+        of `options` (see PLACER_OPTIONS) that were given."""
         if method == "expert":
             return {"layers": self.expert_layers}
-        if method in LEARNED:
-            return {k: v for k, v in (learned or {}).items() if v is not None}
-        return {}
+        return {keyword: (options or {})[option]
+                for option, keyword in PLACER_OPTIONS.get(method, {}).items()
+                if (options or {}).get(option) is not None}
 
     def decide(self, method: str, problem: PlacementProblem, seed: int = 0,
-               learned: Optional[dict] = None,
+               options: Optional[dict] = None,
                say: Callable[[str], None] = lambda message: None):
         """A placers.PlacerResult for `problem` from `method`, which may be AUTO."""
         from tf_placeto import placers
 
         if method != AUTO:
             return placers.place(method, problem, seed=seed,
-                                 **self.placer_options(method, learned))
-        learned = {"budget": AUTO_BUDGET, **{k: v for k, v in (learned or {}).items()
+                                 **self.placer_options(method, options))
+        options = {"budget": AUTO_BUDGET, **{k: v for k, v in (options or {}).items()
                                             if v is not None}}
         tried, steps, notes = [], {}, []
         for name in AUTO_CANDIDATES:
             say(f"auto: trying {name}")
             try:
-                decided = self._decide_learned(name, problem, seed, learned)
+                decided = self._decide_candidate(name, problem, seed, options)
             except PlacetoError as exc:
                 notes.append(f"{name}: {exc}")
                 continue
@@ -114,18 +120,19 @@ class Workload:
         return placers.PlacerResult(AUTO, best.group_devices,
                                     sum(decided.decide_s for _, decided in tried), info)
 
-    def _decide_learned(self, name: str, problem: PlacementProblem, seed: int, learned: dict):
+    def _decide_candidate(self, name: str, problem: PlacementProblem, seed: int,
+                          options: dict):
         """One candidate of AUTO; Placeto's fine-tuning needs tf-agents, and where this
         process cannot have it (Keras 3 loaded first) the policy places zero-shot."""
         from tf_placeto import placers
 
-        options = self.placer_options(name, learned)
+        own = self.placer_options(name, options)
         try:
-            return placers.place(name, problem, seed=seed, **options)
+            return placers.place(name, problem, seed=seed, **own)
         except PlacetoError as exc:
-            if not options.get("budget"):
+            if not own.get("budget"):
                 raise
-            decided = placers.place(name, problem, seed=seed, **dict(options, budget=0))
+            decided = placers.place(name, problem, seed=seed, **dict(own, budget=0))
             decided.info["fine_tuning_skipped"] = first_line(exc)
             return decided
 

@@ -31,6 +31,7 @@ _MODULES = {
     "m_etf": "m_etf",
     "m_sct": "m_sct",
     "heft": "heft",
+    "optimal": "optimal",
     "placeto": "placeto",
 }
 
