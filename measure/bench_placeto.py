@@ -9,7 +9,8 @@ joined by `--link`. Prints:
 - quality: per graph and device count, the best algorithmic placer's simulated step, and the
   best step Placeto reached when trained on that graph alone for `--iterations` iterations;
 - search cost: how many placements Placeto evaluated (every move of every episode is one
-  simulated placement) before it came within 5% of its final best;
+  simulated placement) before it came within 5% of its final best, and the same for the
+  hierarchical RNN planner (`rnn`) given as many evaluations (or `--rnn-budget`);
 - transfer: on held-out family members, the shipped (or `--policy`) policy zero-shot against a
   policy trained on that graph and against the best algorithmic placer;
 - speed: how long a zero-shot placement of each graph took.
@@ -21,8 +22,6 @@ import argparse
 import sys
 import tempfile
 import time
-
-import numpy as np
 
 ALGORITHMS = ("single", "expert", "round_robin", "random", "metis", "m_topo", "m_etf",
               "m_sct", "heft")
@@ -42,6 +41,9 @@ def main(argv=None) -> int:
     parser.add_argument("--link", default="25:7600",
                         help="links of the simulated devices (default: Placeto's K80 GPUs, as "
                              "the shipped policy was trained with); 'measured' for the profile's")
+    parser.add_argument("--rnn-budget", type=int, default=None,
+                        help="placements the RNN planner evaluates (default: as many as "
+                             "Placeto's training evaluated)")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -53,6 +55,7 @@ def main(argv=None) -> int:
     from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto import placers
+    from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference, specs
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
@@ -72,15 +75,18 @@ def main(argv=None) -> int:
             best = min((problem.simulate(placers.place(m, problem, **workload.placer_options(m))
                                          .group_devices).step_time_us, m) for m in ALGORITHMS)
             start = time.perf_counter()
-            _, zero_shot = inference.greedy_placement(problem, policy)
+            _, zero_shot, _ = inference.greedy_placement(problem, policy)
             zero_shot_s = time.perf_counter() - start
             say(f"{graph} on {n} devices: training Placeto for {args.iterations} iterations")
             with tempfile.TemporaryDirectory() as scratch:
                 trainer = Trainer([problem], scratch, TrainingConfig())
-                history = trainer.run(args.iterations)
+                trainer.run(args.iterations)
                 trained = trainer.best(0)[0]
-            curve = np.minimum.accumulate([row["best_us"] for row in history])
-            within = int(np.argmax(curve <= 1.05 * curve[-1]))
+                to_5pct = evaluations_to_within(trainer.objectives(0))
+                placeto_evaluations = len(trainer.objectives(0))
+            rnn_budget = args.rnn_budget or placeto_evaluations
+            say(f"{graph} on {n} devices: the RNN planner, {rnn_budget} evaluations")
+            rnn = placers.place("rnn", problem, budget=rnn_budget)
             rows.append({
                 "graph": graph, "devices": n, "ops": len(workload.graph),
                 "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
@@ -88,7 +94,10 @@ def main(argv=None) -> int:
                 "trained_vs_algorithm": trained / best[0],
                 "zero_shot_vs_trained": zero_shot / trained,
                 "zero_shot_vs_algorithm": zero_shot / best[0],
-                "placements_to_5pct": (within + 1) * 4 * problem.n_groups,
+                "placements_to_5pct": to_5pct, "placeto_evaluations": placeto_evaluations,
+                "rnn_ms": problem.simulate(rnn.group_devices).step_time_us / 1e3,
+                "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
+                "rnn_evaluations": rnn.info["evaluations"],
                 "zero_shot_s": zero_shot_s, "held_out": graph in args.held_out})
             say(str(rows[-1]))
     table = pd.DataFrame(rows)

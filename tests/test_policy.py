@@ -134,7 +134,7 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, problems, tm
         import keras                                    # Keras 3 chosen first
         from tf_placeto.policy.inference import greedy_placement
         problem = pickle.load(open({str(problem_file)!r}, "rb"))
-        devices, value = greedy_placement(problem, {trained!r})
+        devices, value, _ = greedy_placement(problem, {trained!r})
         print(json.dumps({{"devices": [int(d) for d in devices], "value": value,
                           "tf_agents": "tf_agents" in sys.modules, "keras": keras.__version__}}))
     """))
@@ -151,6 +151,11 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, problems):
     assert zero_shot.shape == (problem.n_groups,) and info["budget"] == 0
     tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2)
     assert tuned_info["objective_us"] <= info["objective_us"] + 1e-6
+    # every move simulated: the start, the greedy episode, 2 iterations of TINY's 2 episodes
+    assert info["evaluations"] == 1 + problem.n_groups
+    assert tuned_info["evaluations"] == 1 + problem.n_groups + 2 * 2 * problem.n_groups
+    for facts in (info, tuned_info):
+        assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
 
 
 def test_training_refuses_a_process_that_chose_keras_3(tmp_path):

@@ -32,6 +32,7 @@ _MODULES = {
     "m_sct": "m_sct",
     "heft": "heft",
     "optimal": "optimal",
+    "rnn": "rnn",
     "placeto": "placeto",
 }
 

@@ -2,9 +2,9 @@
 
 Costs seen the same way by every placer (a group's compute averaged over the devices that can
 run it, the bytes between groups in both directions, how soon a group may follow another at op
-level), the memory test every placer applies before it puts a group somewhere, and `repair`,
+level), the memory test every placer applies before it puts a group somewhere, `repair`,
 which makes a decision obey the kernel rules and, where it can, the memory capacities, moving
-the groups whose move cuts the fewest bytes.
+the groups whose move cuts the fewest bytes, and the search cost of the placers that search.
 """
 
 from __future__ import annotations
@@ -158,3 +158,13 @@ def _local_bytes(problem, links, groups, devices, load) -> np.ndarray:
         shape=(problem.n_groups, problem.n_devices))
     local = np.asarray((links[groups] @ on_device).todense(), dtype=np.float64)
     return np.where(fits(problem, groups, load), local, -np.inf)
+
+
+def evaluations_to_within(objectives, tolerance: float = 0.05) -> int:
+    """How many placements a search evaluated (objectives in evaluation order) until its best
+    so far first came within `tolerance` of its final best: what a learned placer paid for
+    most of its result, comparable across placers whatever their budgets. 0: none evaluated."""
+    objectives = np.asarray(objectives, dtype=np.float64)
+    if objectives.size == 0:
+        return 0
+    return int(np.argmax(objectives <= objectives.min() * (1.0 + tolerance))) + 1

@@ -2,7 +2,9 @@
 
 specs.py (what the policy sees and does) -> environment.py (the MDP over a PlacementProblem)
 -> network.py (the graph-embedding network) -> training.py (REINFORCE or PPO, checkpoints,
-export) -> inference.py (zero-shot or fine-tuned placements).
+export) -> inference.py (zero-shot or fine-tuned placements). Beside them, rnn_planner.py: the
+hierarchical RNN planner of Mirhoseini et al., learned per graph on Placeto's objective, with
+TensorFlow alone.
 """
 
 import contextlib

@@ -44,17 +44,11 @@ class GraphView:
             self.static[:n, column] = values / max(float(np.max(values)), 1e-12)
         self.node_mask = np.zeros(specs.MAX_GROUPS, np.float32)
         self.node_mask[:n] = 1.0
-        single = problem.simulate(single_device(problem))
-        # A memory excess of one single-device peak costs as much as one single-device step.
-        self.penalty_us_per_byte = single.step_time_us / max(problem.single_device_peak_bytes, 1)
-        self.single_objective, _ = self.objective(single_device(problem))
+        self.objective = Objective(problem)
+        self.single_objective = self.objective.single_us
         self.start = start_placement(problem)
         self.start_objective, self.start_result = self.objective(self.start)
-
-    def objective(self, group_devices: np.ndarray):
-        """(objective in us, simulation): the step time plus the memory penalty."""
-        result = self.problem.simulate(group_devices)
-        return result.step_time_us + self.penalty_us_per_byte * result.memory_excess_bytes, result
+        self.moves = []           # the objective after each move of every episode, in order
 
     def observation(self, group_devices, position: int, result) -> dict:
         problem, n = self.problem, self.problem.n_groups
@@ -75,6 +69,27 @@ class GraphView:
         descendants[:n] = self.ancestors[:, current]
         return {"features": features, "node_mask": self.node_mask, "adjacency": self.adjacency,
                 "ancestors": ancestors, "descendants": descendants, "device_mask": device_mask}
+
+
+class Objective:
+    """What the learned placers minimise: the simulated step time plus a penalty for memory
+    beyond the devices' capacity (shared, so that Placeto and the RNN planner compare)."""
+
+    def __init__(self, problem: PlacementProblem):
+        self.problem = problem
+        single = problem.simulate(single_device(problem))
+        # A memory excess of one single-device peak costs as much as one single-device step.
+        self.penalty_us_per_byte = single.step_time_us / max(problem.single_device_peak_bytes, 1)
+        self.single_us = self.value(single)
+
+    def __call__(self, group_devices: np.ndarray):
+        """(objective in us, simulation) of one placement."""
+        result = self.problem.simulate(group_devices)
+        return self.value(result), result
+
+    def value(self, result) -> float:
+        """The objective in us of a simulation of the problem."""
+        return result.step_time_us + self.penalty_us_per_byte * result.memory_excess_bytes
 
 
 def _ancestors(adjacency: np.ndarray) -> np.ndarray:
@@ -142,6 +157,7 @@ class Episode:
         if device < problem.n_devices and problem.allowed[self.position, device]:
             self.devices[self.position] = device
         value, self.result = self.view.objective(self.devices)
+        self.view.moves.append(value)
         reward = (self.value - value) / self.first
         self.value = value
         self.position += 1

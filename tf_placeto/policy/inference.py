@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 
 from tf_placeto.errors import PlacetoError
+from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.policy import specs
 from tf_placeto.policy.environment import Episode, GraphView
 
@@ -74,24 +75,27 @@ def _load(policy_dir: str) -> SavedPolicy:
 
 
 def greedy_placement(problem, policy_dir: str) -> tuple:
-    """(device per group, objective in us): the best placement of one greedy episode of the
-    policy on `problem` (every move of it is simulated anyway)."""
+    """(device per group, objective in us, objectives): the best placement of one greedy
+    episode of the policy on `problem` (every move of it is simulated anyway), and the
+    objective of each placement evaluated, the start first, in order."""
     policy = _load(policy_dir)
-    episode = Episode(GraphView(problem))
+    view = GraphView(problem)
+    episode = Episode(view)
     while not episode.done:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
     value, devices = episode.best
-    return devices, value
+    return devices, value, np.array([view.start_objective] + view.moves)
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
                          progress=lambda row: None) -> tuple:
-    """(device per group, objective in us): the best placement met while training the policy
-    further on `problem` for `episodes` iterations, or its greedy one if that is better."""
+    """(device per group, objective in us, objectives): the best placement met while training
+    the policy further on `problem` for `episodes` iterations, or its greedy one if that is
+    better; the objectives of the greedy episode's placements then the training's, in order."""
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
                                            _read_log)
 
-    devices, value = greedy_placement(problem, policy_dir)
+    devices, value, objectives = greedy_placement(problem, policy_dir)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -104,19 +108,24 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
         trainer.run(trainer.iterations_done + episodes, progress=progress,
                     checkpoint_every=10**9)
         tuned_value, tuned = trainer.best(0)
+        objectives = np.concatenate([objectives, trainer.objectives(0)])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return (tuned, tuned_value) if tuned_value < value else (devices, value)
+    if tuned_value < value:
+        return tuned, tuned_value, objectives
+    return devices, value, objectives
 
 
 def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0) -> tuple:
-    """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts."""
+    """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts:
+    among them the placements evaluated (simulated) in all and until the best was within 5%."""
     policy_dir = policy_dir or pretrained_policy()
     coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
     if budget > 0:
-        devices, value = fine_tuned_placement(coarse, policy_dir, budget, seed)
+        devices, value, objectives = fine_tuned_placement(coarse, policy_dir, budget, seed)
     else:
-        devices, value = greedy_placement(coarse, policy_dir)
+        devices, value, objectives = greedy_placement(coarse, policy_dir)
     return np.asarray(devices)[chunk_of_group], {
         "policy": policy_dir, "budget": budget, "policy_groups": coarse.n_groups,
-        "objective_us": float(value)}
+        "objective_us": float(value), "evaluations": len(objectives),
+        "evaluations_to_5pct": evaluations_to_within(objectives)}

@@ -121,6 +121,12 @@ class Trainer:
         """(objective in us, device per group): the best any environment reached."""
         return min((env.best[problem_index] for env in self.environments), key=lambda b: b[0])
 
+    def objectives(self, problem_index: int) -> np.ndarray:
+        """The objective of every placement the episodes of one problem moved to, in the order
+        they were simulated (the batched environments step in turn)."""
+        moves = [env.views[problem_index].moves for env in self.environments]
+        return np.stack(moves, axis=1).ravel()
+
     def _collect(self):
         """One episode per environment, all of one problem; rewards reshaped by the baseline
         (REINFORCE). Returns (experience, (problem index, mean return))."""
