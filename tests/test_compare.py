@@ -83,3 +83,14 @@ def test_a_placer_that_cannot_serve_a_problem_fails_its_row_only(workload):
     assert status["single"] == "ok" and status["placeto"] == "failed"
     reason = table[table["method"] == "placeto"]["reason"].item()
     assert "at most 128 groups on 8 devices" in reason
+
+
+def test_the_exact_placer_is_every_rows_reference(workload):
+    table = compare([workload], [2], ["single", "m_etf", "rnn", "optimal"],
+                    options={"time_limit": 5.0, "rnn_budget": 40})
+    rows = table.set_index("method")
+    assert rows.loc["optimal", "vs_optimal"] == pytest.approx(1.0)
+    assert (rows.loc[["single", "m_etf", "rnn"], "vs_optimal"] >= 1 - 1e-9).all()
+    assert rows.loc["rnn", "evaluations"] == 40
+    assert 1 <= rows.loc["rnn", "evaluations_to_5pct"] <= 40
+    assert "x optimal" in printable(table) and "evals to 5%" in printable(table)

@@ -114,7 +114,7 @@ class OptimizedStep:
 
     def report(self):
         """A pandas DataFrame, one row per device: its ops, predicted busy time and peak
-        memory of the placed step (and the measured step time, where measured)."""
+        memory of the placed step; the step times (`step_times()`) are in its `attrs`."""
         import pandas as pd
 
         after = self.predicted["after"]
