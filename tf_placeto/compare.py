@@ -94,7 +94,8 @@ def _rows_for(workload, problem, methods, real, seed, progress, options) -> list
 
 def _against_the_optimum(problem, decisions, rows) -> None:
     """With the exact placer among the methods: every decision's value under the objective it
-    optimised (objective_s) and its ratio to the exact one's (vs_optimal)."""
+    optimised (objective_s) and its ratio to the exact one's (vs_optimal), whose row says how
+    far from the proven optimum that one may still be (its gap)."""
     from tf_placeto.placers.objectives import OBJECTIVES
 
     exact = next((d for d in decisions if d.method == EXACT), None)
@@ -104,6 +105,9 @@ def _against_the_optimum(problem, decisions, rows) -> None:
     for decided, row in zip(decisions, rows):
         value = score(problem, decided.group_devices)
         row.update(objective_s=value / 1e6, vs_optimal=value / exact.info["objective_us"])
+        if decided is exact and exact.info.get("gap") is not None:
+            row["reason"] = f"{exact.info['objective']} objective, proven gap " \
+                            f"{exact.info['gap']:.1%}"
 
 
 def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
