@@ -93,9 +93,9 @@ def run(args) -> bool:
             return False
         best = measured.loc[measured["step_s"].idxmin()]
         say(f"fastest measured: {best['method']}; writing its placed SavedModel")
-        decided = workload.decide(best["method"], problem,
-                                  options={"time_limit": EXACT_TIME_LIMIT_S})
-        placement = tp.Placement(problem.placement(decided.group_devices))
+        decision = table.attrs["group_devices"][(workload.name, problem.n_devices,
+                                                  best["method"])]
+        placement = tp.Placement(problem.placement(decision))
         device_set = tp.DeviceSet.from_strings(problem.device_names)
         [simulated] = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,
                                         schedule=True).evaluate([placement], [best["method"]])

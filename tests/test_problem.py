@@ -1,6 +1,5 @@
 """PlacementProblem: pins hold groups on a device, through coarsening too."""
 
-import numpy as np
 import pytest
 
 from tests.test_placers import build_problem, grouped_example

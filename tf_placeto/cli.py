@@ -452,7 +452,6 @@ def _place(args) -> int:
     result = tp.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
                       max_groups=args.max_groups, memory_per_device=args.memory_per_device,
                       seed=args.seed, measure="simulate" if args.simulate else "real",
-                      policy=args.policy, budget=args.budget,
                       placer_options=_placer_options(args),
                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
                       signature=args.signature, cache=args.cache, say=_say)

@@ -47,19 +47,24 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             options: Optional[dict] = None, link=None) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
     options: placer options (workload.PLACER_OPTIONS: policy, budget, ...); link: simulate
-    devices joined by this measure.costmodel.Link instead of the measured links."""
-    rows = []
+    devices joined by this measure.costmodel.Link instead of the measured links.
+
+    table.attrs["group_devices"]: {(graph, devices, method): the decision, a device index per
+    group}, so that a caller can write a placement out without deciding it again."""
+    rows, decided = [], {}
     for workload in workloads:
         for count in device_counts:
             problem = workload.problem(count, memory, link)
-            rows += _rows_for(workload, problem, methods, real, seed, progress, options)
+            rows += _rows_for(workload, problem, methods, real, seed, progress, options,
+                              decided)
     table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["group_devices"] = decided
     _rank(table)
     _check_honest(table, simulated=real is None)
     return table
 
 
-def _rows_for(workload, problem, methods, real, seed, progress, options) -> list:
+def _rows_for(workload, problem, methods, real, seed, progress, options, decided) -> list:
     bound_s = problem.lower_bound_us() / 1e6
     limit = float(problem.capacity_bytes.max())
     base = {"graph": workload.name, "devices": problem.n_devices, "lower_bound_s": bound_s,
@@ -70,16 +75,17 @@ def _rows_for(workload, problem, methods, real, seed, progress, options) -> list
     for method in methods:
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
         try:
-            decided = placers.place(method, problem, seed=seed,
-                                    **workload.placer_options(method, options))
+            decision = placers.place(method, problem, seed=seed,
+                                     **workload.placer_options(method, options))
         except PlacetoError as error:       # a placer that cannot serve this problem says why
             rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
             continue
-        simulated = problem.simulate(decided.group_devices)
-        decisions.append(decided)
-        rows.append({**base, "method": method, "decide_s": decided.decide_s,
-                     "evaluations": decided.info.get("evaluations"),
-                     "evaluations_to_5pct": decided.info.get("evaluations_to_5pct"),
+        simulated = problem.simulate(decision.group_devices)
+        decisions.append(decision)
+        decided[(workload.name, problem.n_devices, method)] = decision.group_devices
+        rows.append({**base, "method": method, "decide_s": decision.decide_s,
+                     "evaluations": decision.info.get("evaluations"),
+                     "evaluations_to_5pct": decision.info.get("evaluations_to_5pct"),
                      "predicted_s": simulated.step_time_us / 1e6,
                      "status": "ok" if simulated.feasible else "infeasible",
                      "step_s": simulated.step_time_us / 1e6, "spread_s": 0.0, "runs": 0,
