@@ -2,12 +2,15 @@
 
     python -m measure.bench_placeto [--graphs examples:inception_v3 ...] [--devices 2 4]
                                     [--iterations 100] [--policy DIR] [--held-out ...]
-                                    [--cluster local:2] [--csv FILE]
+                                    [--starts random fast] [--cluster local:2] [--csv FILE]
 
 All in simulation with profiled op costs (profiles made on `--cluster`, cached) and devices
-joined by `--link`. Prints:
+joined by `--link`. Each Placeto figure is given per start (`--starts`): "random", the paper's
+fixed random placement, which shows what the policy finds on its own; "fast", the best
+decision of the fast placers, which the policy then improves (the default of `place`). Prints:
 - quality: per graph and device count, the best algorithmic placer's simulated step, and the
-  best step Placeto reached when trained on that graph alone for `--iterations` iterations;
+  best step Placeto reached when trained on that graph alone for `--iterations` iterations
+  (from scratch, every episode from the start);
 - search cost: how many placements Placeto evaluated (every move of every episode is one
   simulated placement) before it came within 5% of its final best, and the same for the
   hierarchical RNN planner (`rnn`) given as many evaluations (or `--rnn-budget`);
@@ -27,6 +30,14 @@ ALGORITHMS = ("single", "expert", "round_robin", "random", "metis", "m_topo", "m
               "m_sct", "heft")
 
 
+def best_algorithm(workload, problem) -> tuple:
+    """(simulated step in us, name) of the algorithmic placer that does best on `problem`."""
+    from tf_placeto import placers
+
+    return min((problem.simulate(placers.place(m, problem, **workload.placer_options(m))
+                                 .group_devices).step_time_us, m) for m in ALGORITHMS)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", nargs="+",
@@ -44,6 +55,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rnn-budget", type=int, default=None,
                         help="placements the RNN planner evaluates (default: as many as "
                              "Placeto's training evaluated)")
+    parser.add_argument("--starts", nargs="+", default=["random", "fast"],
+                        choices=["random", "fast"])
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -57,6 +70,7 @@ def main(argv=None) -> int:
     from tf_placeto import placers
     from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference, specs
+    from tf_placeto.policy.environment import fast_start
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
 
@@ -72,34 +86,39 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
-            best = min((problem.simulate(placers.place(m, problem, **workload.placer_options(m))
-                                         .group_devices).step_time_us, m) for m in ALGORITHMS)
-            start = time.perf_counter()
-            _, zero_shot, _ = inference.greedy_placement(problem, policy)
-            zero_shot_s = time.perf_counter() - start
-            say(f"{graph} on {n} devices: training Placeto for {args.iterations} iterations")
-            with tempfile.TemporaryDirectory() as scratch:
-                trainer = Trainer([problem], scratch, TrainingConfig())
-                trainer.run(args.iterations)
-                trained = trainer.best(0)[0]
-                to_5pct = evaluations_to_within(trainer.objectives(0))
-                placeto_evaluations = len(trainer.objectives(0))
-            rnn_budget = args.rnn_budget or placeto_evaluations
+            best = best_algorithm(workload, problem)
+            _, fast_devices, _ = fast_start(problem)
+            row = {"graph": graph, "devices": n, "ops": len(workload.graph),
+                   "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
+                   "held_out": graph in args.held_out}
+            for kind in args.starts:
+                initial = fast_devices if kind == "fast" else None
+                start = time.perf_counter()
+                _, zero_shot, _ = inference.greedy_placement(problem, policy, initial)
+                row[f"zero_shot_{kind}_s"] = time.perf_counter() - start
+                say(f"{graph} on {n} devices: training Placeto for {args.iterations} "
+                    f"iterations from the {kind} start")
+                with tempfile.TemporaryDirectory() as scratch:
+                    trainer = Trainer([problem], scratch, TrainingConfig(),
+                                      initial=[initial])
+                    trainer.run(args.iterations)
+                    trained = trainer.best(0)[0]
+                    row[f"placements_to_5pct_{kind}"] = evaluations_to_within(
+                        trainer.objectives(0))
+                    row["placeto_evaluations"] = len(trainer.objectives(0))
+                row.update({f"trained_{kind}_ms": trained / 1e3,
+                            f"zero_shot_{kind}_ms": zero_shot / 1e3,
+                            f"trained_{kind}_vs_algorithm": trained / best[0],
+                            f"zero_shot_{kind}_vs_trained": zero_shot / trained,
+                            f"zero_shot_{kind}_vs_algorithm": zero_shot / best[0]})
+            rnn_budget = args.rnn_budget or row["placeto_evaluations"]
             say(f"{graph} on {n} devices: the RNN planner, {rnn_budget} evaluations")
             rnn = placers.place("rnn", problem, budget=rnn_budget)
-            rows.append({
-                "graph": graph, "devices": n, "ops": len(workload.graph),
-                "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
-                "placeto_trained_ms": trained / 1e3, "zero_shot_ms": zero_shot / 1e3,
-                "trained_vs_algorithm": trained / best[0],
-                "zero_shot_vs_trained": zero_shot / trained,
-                "zero_shot_vs_algorithm": zero_shot / best[0],
-                "placements_to_5pct": to_5pct, "placeto_evaluations": placeto_evaluations,
-                "rnn_ms": problem.simulate(rnn.group_devices).step_time_us / 1e3,
-                "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
-                "rnn_evaluations": rnn.info["evaluations"],
-                "zero_shot_s": zero_shot_s, "held_out": graph in args.held_out})
-            say(str(rows[-1]))
+            row.update({"rnn_ms": problem.simulate(rnn.group_devices).step_time_us / 1e3,
+                        "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
+                        "rnn_evaluations": rnn.info["evaluations"]})
+            rows.append(row)
+            say(str(row))
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 220, "display.max_columns", None):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

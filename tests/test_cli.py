@@ -223,15 +223,17 @@ def test_placing_bad_input_gives_one_line(args, message):
 def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--devices", "2", "--out", str(out),
-                     "--steps", "2", "--episodes", "2", "--cache", cache)
+                     "--steps", "2", "--episodes", "2", "--start", "fast", "--cache", cache)
     assert result.returncode == 0, result.stderr
     assert "trained 2 iterations on 1 problems" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
     assert len(json.loads((out / "training.json").read_text())["iterations"]) == 2
     placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
-                     "--policy", str(out), "--simulate", "--cache", cache, "--json")
+                     "--policy", str(out), "--start", "random", "--simulate", "--cache", cache,
+                     "--json")
     assert placed.returncode == 0, placed.stderr
-    assert json.loads(placed.stdout)["predicted_after_s"] > 0
+    summary = json.loads(placed.stdout)
+    assert summary["predicted_after_s"] > 0 and summary["start"] == "random"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -185,3 +185,34 @@ def test_every_placer_decides_inception_v3_in_seconds():
         assert result.decide_s < 3.0, method
         if method in SPLITTING:
             assert np.all(capped.device_loads(result.group_devices) <= capped.capacity_bytes)
+
+
+def test_searching_placers_are_not_rerun_on_smaller_memory_budgets(small_cnn_groups,
+                                                                   two_devices):
+    """The RNN planner judges memory in the simulator: one search of its budget, even where
+    its answer does not fit (a hopeless capacity)."""
+    capacity = 0.2 * two_devices.memory_bytes.sum()
+    capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
+    result = placers.place("rnn", capped, budget=16)
+    assert result.info["memory_margin"] == 1.0 and result.info["evaluations"] == 16
+
+
+def test_a_time_limit_bounds_every_try_together(small_cnn_groups, two_devices, monkeypatch):
+    """Under a memory limit the exact placer may plan again on smaller budgets; each try gets
+    what is left of its time limit, not the whole of it."""
+    from tf_placeto.placers import optimal
+
+    limits = []
+    original = optimal.place
+
+    def recorded(problem, **options):
+        limits.append(options["time_limit"])
+        return original(problem, **options)
+
+    monkeypatch.setattr(optimal, "place", recorded)
+    capacity = 0.2 * two_devices.memory_bytes.sum()
+    capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
+    result = placers.place("optimal", capped, time_limit=5.0)
+    assert len(limits) > 1 and limits[0] <= 5.0
+    assert all(later < earlier for earlier, later in zip(limits, limits[1:]))
+    assert result.decide_s < 5.0 + 2.0       # the last try's own overrun

@@ -143,19 +143,49 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, problems, tm
     assert len(placed["devices"]) == problems[0].n_groups and placed["value"] > 0
 
 
-def test_placeto_placer_zero_shot_and_fine_tuned(trained, problems):
+@pytest.mark.parametrize("start", ["random", "fast"])
+def test_placeto_placer_zero_shot_and_fine_tuned(trained, problems, start):
+    from tf_placeto.placers.common import FAST_PLACERS
     from tf_placeto.policy import inference
+    from tf_placeto.policy.environment import fast_start
 
     problem = problems[0]
-    zero_shot, info = inference.place(problem, policy_dir=trained)
+    zero_shot, info = inference.place(problem, policy_dir=trained, start=start)
     assert zero_shot.shape == (problem.n_groups,) and info["budget"] == 0
-    tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2)
+    tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2, start=start)
     assert tuned_info["objective_us"] <= info["objective_us"] + 1e-6
-    # every move simulated: the start, the greedy episode, 2 iterations of TINY's 2 episodes
-    assert info["evaluations"] == 1 + problem.n_groups
-    assert tuned_info["evaluations"] == 1 + problem.n_groups + 2 * 2 * problem.n_groups
+    # every placement simulated: the start (with "fast", each fast placer's decision), the
+    # greedy episode's moves, 2 iterations of TINY's 2 episodes
+    starts = len(FAST_PLACERS) if start == "fast" else 1
+    assert info["evaluations"] == starts + problem.n_groups
+    assert tuned_info["evaluations"] == starts + problem.n_groups + 2 * 2 * problem.n_groups
     for facts in (info, tuned_info):
         assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
+    if start == "fast":         # never worse than the decision it started from
+        name, _, values = fast_start(problem)
+        assert info["start"] == name and info["objective_us"] <= min(values) + 1e-6
+    else:
+        assert info["start"] == "random"
+
+
+def test_episodes_go_on_from_the_previous_placement_or_restart_from_a_fixed_one(problems):
+    from tf_placeto.policy.environment import PlacementEnvironment
+
+    problem = problems[1]
+    initial = np.zeros(problem.n_groups, np.int64)
+    for restart in ("fixed", "previous"):
+        env = PlacementEnvironment([problem], seed=0, restart=restart, initial=[initial])
+        firsts, lasts = [], []
+        for _ in range(2):
+            env.reset()
+            firsts.append(env.episode.devices.copy())
+            for group in range(problem.n_groups):
+                env.step(np.int32((group + 1) % problem.n_devices))
+            lasts.append(env.episode.devices.copy())
+        np.testing.assert_array_equal(firsts[0], initial)
+        np.testing.assert_array_equal(firsts[1], initial if restart == "fixed" else lasts[0])
+    with pytest.raises(ValueError, match="restart must be one of"):
+        PlacementEnvironment([problem], restart="best")
 
 
 def test_training_refuses_a_process_that_chose_keras_3(tmp_path):

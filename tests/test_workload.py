@@ -58,6 +58,7 @@ def test_the_expert_learns_the_layers_of_bundled_examples(workload):
     assert workload.placer_options("expert") == {"layers": ()}
     assert workload.placer_options("m_etf", {"budget": 3}) == {}
     assert workload.placer_options("placeto", {"policy": None, "budget": 3}) == {"budget": 3}
+    assert workload.placer_options("placeto", {"start": "random"}) == {"start": "random"}
     assert workload.placer_options("rnn", {"budget": 3, "rnn_budget": 50}) == {"budget": 50}
     assert workload.placer_options("optimal", {"budget": 3, "time_limit": 5.0}) == {
         "time_limit": 5.0}

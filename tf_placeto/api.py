@@ -122,7 +122,7 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     `placement_out` names another file. policy, budget: for method "placeto", the trained
     policy (default: the shipped one) and the iterations of fine-tuning (default 0: zero-shot;
     with "auto", workload.AUTO_BUDGET).
-    placer_options: the other placers' options (workload.PLACER_OPTIONS: rnn_budget,
+    placer_options: the other placers' options (workload.PLACER_OPTIONS: start, rnn_budget,
     time_limit, objective).
     """
     from measure.measurer import RealMeasurer, SimulatedMeasurer

@@ -55,6 +55,10 @@ def _placing_arguments(parser) -> None:
     parser.add_argument("--budget", type=int, default=None, metavar="N",
                         help="placeto: iterations of fine-tuning on the graph (default 0: one "
                              "greedy episode, zero-shot; 10 within method auto)")
+    parser.add_argument("--start", choices=("fast", "random"), default=None,
+                        help="placeto: where its episodes start: fast (default), the best "
+                             "decision of the fast placers, which the policy improves; random, "
+                             "the Placeto paper's random placement")
     parser.add_argument("--rnn-budget", type=int, default=None, metavar="N",
                         help="rnn: placements the RNN planner evaluates (default 400)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="S",
@@ -212,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--episodes", metavar="K", type=int, default=4,
                        help="parallel episodes per iteration (default 4)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
+    train.add_argument("--start", choices=["random", "fast"], default="random",
+                       help="where every episode starts: random (default), the Placeto paper's "
+                            "random placement; fast, the fast placers' best decision, for a "
+                            "policy that learns to improve it (as `place` uses it by default)")
     _link_argument(train)
     train.add_argument("--cluster", metavar="SPEC", default="local:2",
                        help="where graphs are profiled (default local:2)")
@@ -441,7 +449,8 @@ def _check_placing(args) -> None:
 
 def _placer_options(args) -> dict:
     """The placer options given on the command line (workload.PLACER_OPTIONS)."""
-    return {"policy": args.policy, "budget": args.budget, "rnn_budget": args.rnn_budget,
+    return {"policy": args.policy, "budget": args.budget, "start": args.start,
+            "rnn_budget": args.rnn_budget,
             "time_limit": args.time_limit, "objective": args.objective}
 
 
@@ -612,8 +621,15 @@ def _train(args) -> int:
             problems += [workload.problem(n, link=link) for n in args.devices]
     _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
          f"= {len(problems)} problems; writing to {args.out}")
+    initial = None
+    if args.start == "fast":
+        from tf_placeto.policy.environment import fast_start
+
+        initial = [fast_start(problem)[1] for problem in tqdm(
+            problems, desc="fast placers", unit="problem", file=sys.stderr, disable=None)]
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
-                                                         episodes=args.episodes, seed=args.seed))
+                                                         episodes=args.episodes, seed=args.seed),
+                      initial=initial)
     with tqdm(total=args.steps, initial=trainer.iterations_done, unit="iteration",
               file=sys.stderr, disable=None) as bar:
         def progress(row):

@@ -25,7 +25,7 @@ from tf_placeto.placers.problem import PlacementProblem
 # The placer options a surface (command line, optimize(), compare) may set, as each placer
 # names them: {placer: {option: its keyword}}.
 PLACER_OPTIONS = {
-    "placeto": {"policy": "policy", "budget": "budget"},
+    "placeto": {"policy": "policy", "budget": "budget", "start": "start"},
     "rnn": {"rnn_budget": "budget"},
     "optimal": {"time_limit": "time_limit", "objective": "objective"},
 }

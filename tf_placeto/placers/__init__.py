@@ -61,21 +61,25 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
     With finite device memory, the decision is simulated, and when it does not fit the placer
     is run again on a budget of MEMORY_MARGINS of the capacity (the time of every try counts);
     `info["memory_margin"]` says which budget it took; if none fits, the plan made on the full
-    capacity stands.
+    capacity stands. A placer whose module sets SIMULATES_MEMORY (it judges its placements'
+    memory in the simulator already) runs once, and a time limit (the `time_limit` option, or
+    the module's TIME_LIMIT_S) bounds all tries together.
     """
     if method not in _MODULES:
         raise PlacetoError(f"unknown placement method {method!r}; methods: {', '.join(names())}")
     module = importlib.import_module(f"tf_placeto.placers.{_MODULES[method]}")
     limited = bool(np.isfinite(problem.capacity_bytes).any())
+    retry = limited and not getattr(module, "SIMULATES_MEMORY", False)
     start = time.perf_counter()
     tries = []
-    for margin in MEMORY_MARGINS if limited else (1.0,):
+    for margin in MEMORY_MARGINS if retry else (1.0,):
         budget = problem if margin == 1.0 else problem.with_capacity(
             problem.capacity_bytes * margin)
-        decided = module.place(budget, seed=seed, **options)
+        decided = module.place(budget, seed=seed, **_within_time_limit(module, options, start))
         group_devices, info = decided if isinstance(decided, tuple) else (decided, {})
         tries.append((problem.check(group_devices), dict(info, memory_margin=margin)))
-        if not limited or problem.simulate(tries[-1][0]).feasible:
+        if (not retry or problem.simulate(tries[-1][0]).feasible
+                or _within_time_limit(module, options, start).get("time_limit", 1) <= 0):
             break
     else:
         tries.append(tries[0])          # nothing fits: the plan made on the full capacity
@@ -84,3 +88,11 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
     if not limited:
         info.pop("memory_margin")
     return PlacerResult(method, group_devices, elapsed, info)
+
+
+def _within_time_limit(module, options: dict, start: float) -> dict:
+    """`options` with the placer's time limit cut by the time spent since `start`."""
+    limit = options.get("time_limit", getattr(module, "TIME_LIMIT_S", None))
+    if limit is None:
+        return options
+    return dict(options, time_limit=limit - (time.perf_counter() - start))

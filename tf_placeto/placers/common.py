@@ -4,17 +4,33 @@ Costs seen the same way by every placer (a group's compute averaged over the dev
 run it, the bytes between groups in both directions, how soon a group may follow another at op
 level), the memory test every placer applies before it puts a group somewhere, `repair`,
 which makes a decision obey the kernel rules and, where it can, the memory capacities, moving
-the groups whose move cuts the fewest bytes, and the search cost of the placers that search.
+the groups whose move cuts the fewest bytes, the search cost of the placers that search, and
+the decisions of the fast placers, which the searching placers start from.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import numpy as np
 import scipy.sparse
 
 from tf_placeto.placers.problem import PlacementProblem
+
+
+# The placers that decide in about a second or less, without learning or solving.
+FAST_PLACERS = ("single", "round_robin", "metis", "m_topo", "m_etf", "m_sct", "heft")
+
+
+def fast_decisions(problem: PlacementProblem) -> list:
+    """(name, device per group) of each of FAST_PLACERS."""
+    decisions = []
+    for name in FAST_PLACERS:
+        decided = importlib.import_module(f"tf_placeto.placers.{name}").place(problem)
+        decisions.append((name, problem.check(decided[0] if isinstance(decided, tuple)
+                                              else decided)))
+    return decisions
 
 
 def mean_compute_us(problem: PlacementProblem) -> np.ndarray:

@@ -13,19 +13,18 @@ Two exact methods, after Tarnawski et al. (NeurIPS 2020):
 
 Both obey the kernel rules and keep each device's modelled memory (problem.memory_bytes, the
 linear model) within its capacity; where nothing fits, the answer is the start that goes least
-past it. The decisions of cheap placers (STARTS) bound the program from above, and stand where
-it finds nothing better in time: the answer is never worse than theirs.
+past it. The decisions of the fast placers (common.FAST_PLACERS) bound the program from above,
+and stand where it finds nothing better in time: the answer is never worse than theirs.
 
 info (JSON-ready): objective, objective_us (the decision's score; None for inf: a throughput
 decision that is no pipeline), bound_us (proven lower bound on the optimum; None where no
 decision fits the memory model), gap ((objective_us - bound_us) / objective_us, None without a
 bound), solver ("dp" or "milp"), proven_optimal (gap <= PROVEN_GAP), time_limit_s, incumbent
-(what found the decision: the solver or one of STARTS).
+(what found the decision: the solver or one of the fast placers).
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import time
 from typing import Optional
@@ -35,14 +34,12 @@ import scipy.optimize
 import scipy.sparse
 
 from tf_placeto.errors import PlacetoError
-from tf_placeto.placers.common import EdgeTiming, edge_timing
+from tf_placeto.placers.common import EdgeTiming, edge_timing, fast_decisions
 from tf_placeto.placers.objectives import OBJECTIVES, chain_heads, run_order
 from tf_placeto.placers.problem import PlacementProblem
 
-# every algorithmic placer that decides in well under a second: the exact placer's answer is
-# then never worse, under its objective, than any of theirs
-STARTS = ("single", "round_robin", "metis", "m_topo", "m_etf", "m_sct", "heft")
 SOLVERS = ("auto", "dp", "milp")
+TIME_LIMIT_S = 30.0       # for the whole decision, unless the caller gives one
 DP_MAX_IDEALS = 2000      # its tables are ideals x ideals
 DP_MAX_CELLS = 2e8        # table cells over all its states (sets of devices in use)
 MIP_REL_GAP = 1e-6        # relative gap at which HiGHS stops
@@ -50,7 +47,7 @@ PROVEN_GAP = 1e-5         # a gap that counts as proven optimal: HiGHS's own, an
 
 
 def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency",
-          time_limit: Optional[float] = 30.0, solver: str = "auto") -> tuple:
+          time_limit: Optional[float] = TIME_LIMIT_S, solver: str = "auto") -> tuple:
     """seed: unused (deterministic). objective: "latency" or "throughput". time_limit: seconds
     for the whole decision, None for no limit. solver: "auto" (the dynamic program where it
     applies), "dp" or "milp"."""
@@ -68,10 +65,10 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
                            f"links, with at most {DP_MAX_IDEALS} ideals; use the milp solver")
     if members is not None:
         solved, found = "dp", best_pipeline(problem, members)
-        candidates = [("dp", found)] if found is not None else _starts(problem)
+        candidates = [("dp", found)] if found is not None else fast_decisions(problem)
         bound = score(problem, found) if found is not None else None
     else:
-        solved, candidates = "milp", _starts(problem)
+        solved, candidates = "milp", fast_decisions(problem)
         left = None if time_limit is None else max(time_limit - (time.monotonic() - began), 0)
         found, bound = _solve_program(problem, objective, candidates, left)
         candidates = ([("milp", found)] if found is not None else []) + candidates
@@ -97,16 +94,6 @@ def memory_excess_bytes(problem: PlacementProblem, group_devices) -> float:
     """How far the fullest device goes past its capacity in the memory model (0: fits)."""
     excess = problem.device_loads(group_devices) - problem.capacity_bytes
     return float(max(excess.max(initial=0.0), 0.0))
-
-
-def _starts(problem: PlacementProblem) -> list:
-    """(name, decision) of each of STARTS."""
-    starts = []
-    for name in STARTS:
-        decided = importlib.import_module(f"tf_placeto.placers.{name}").place(problem)
-        starts.append((name, problem.check(decided[0] if isinstance(decided, tuple)
-                                           else decided)))
-    return starts
 
 
 # --- the dynamic program over ideals (throughput) ---------------------------------------------

@@ -13,6 +13,10 @@ from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import rnn_planner
 
+# Its objective charges memory beyond capacity as the simulator sees it: no retries on a
+# smaller memory budget (placers.place).
+SIMULATES_MEMORY = True
+
 
 def place(problem: PlacementProblem, *, seed: int = 0, budget: int = rnn_planner.BUDGET,
           batch: int = rnn_planner.BATCH, learning_rate: float = rnn_planner.LEARNING_RATE):

@@ -1,10 +1,15 @@
 """The placement MDP of Placeto as a TF-Agents environment over PlacementProblems.
 
 An episode visits every group once, in topological order (group ids are one), and each step's
-action is the device for the group being visited. It starts from a fixed random placement (as
-Placeto does), so an episode's return is how much faster its last placement is than that. Every move is judged at op level by the simulator: the reward is the drop in the objective
-(step time, plus a penalty for memory beyond the devices' capacity) over the episode's first
-objective, which makes rewards comparable between graphs.
+action is the device for the group being visited. Its start is one of Placeto's two: a fixed
+placement (`restart="fixed"`: a random one, unless an initial placement is given, such as the
+fast placers' best decision, `fast_start`), or the last placement of the environment's previous
+episode of that problem (`restart="previous"`; the first from the fixed one), so that episodes
+go on improving one placement instead of repairing the same one again. An episode's return is
+how much faster its last placement is than its start. Every move is judged at op level by the
+simulator: the reward is the drop in the objective (step time, plus a penalty for memory beyond
+the devices' capacity) over the episode's first objective, which makes rewards comparable
+between graphs.
 
 Several problems (graphs, device counts) may share one environment: each episode takes the
 next, in an order shuffled with the seed, so environments made with one seed stay in step (a
@@ -26,7 +31,8 @@ from tf_placeto.policy import require_tf_agents, specs
 class GraphView:
     """What observations of one problem share: padded structure and scaled static features."""
 
-    def __init__(self, problem: PlacementProblem):
+    def __init__(self, problem: PlacementProblem, initial: np.ndarray = None):
+        """initial: the fixed start placement (device per group); default: a random one."""
         n, d = problem.n_groups, problem.n_devices
         if n > specs.MAX_GROUPS or d > specs.MAX_DEVICES:
             raise PlacetoError(f"the policy places at most {specs.MAX_GROUPS} groups on "
@@ -46,7 +52,8 @@ class GraphView:
         self.node_mask[:n] = 1.0
         self.objective = Objective(problem)
         self.single_objective = self.objective.single_us
-        self.start = start_placement(problem)
+        self.start = (start_placement(problem) if initial is None
+                      else problem.check(np.asarray(initial, np.int64)))
         self.start_objective, self.start_result = self.objective(self.start)
         self.moves = []           # the objective after each move of every episode, in order
 
@@ -132,15 +139,35 @@ def start_placement(problem: PlacementProblem, seed: int = 0) -> np.ndarray:
     return draws.argmax(axis=1).astype(np.int64)
 
 
-class Episode:
-    """One pass over a problem's groups from the start placement, move by move."""
+RESTARTS = ("fixed", "previous")
 
-    def __init__(self, view: GraphView):
+
+def fast_start(problem: PlacementProblem) -> tuple:
+    """(name, device per group, objective of each): the decision of the fast placers
+    (placers.common.FAST_PLACERS) with the best objective, a start the policy can improve."""
+    from tf_placeto.placers.common import fast_decisions
+
+    objective = Objective(problem)
+    decisions = fast_decisions(problem)
+    values = [objective(devices)[0] for _, devices in decisions]
+    name, devices = decisions[int(np.argmin(values))]
+    return name, devices, values
+
+
+class Episode:
+    """One pass over a problem's groups from a start placement (default: the view's fixed
+    one), move by move."""
+
+    def __init__(self, view: GraphView, start: np.ndarray = None):
         self.view = view
-        self.devices = view.start.copy()
+        if start is None:
+            self.devices, self.value, self.result = (view.start.copy(), view.start_objective,
+                                                     view.start_result)
+        else:
+            self.devices = np.asarray(start, np.int64).copy()
+            self.value, self.result = view.objective(self.devices)
         self.position = 0
-        self.first = self.value = view.start_objective
-        self.result = view.start_result
+        self.first = self.value
         self.best = (self.value, self.devices.copy())     # the best placement it went through
 
     @property
@@ -169,8 +196,12 @@ class Episode:
 class PlacementEnvironment:
     """Factory for the TF-Agents PyEnvironment (tf-agents is imported only when one is made)."""
 
-    def __new__(cls, problems: Sequence[PlacementProblem], seed: int = 0):
-        return _environment_class()(problems, seed)
+    def __new__(cls, problems: Sequence[PlacementProblem], seed: int = 0,
+                restart: str = "fixed", initial: Sequence = None):
+        """initial: per problem, its fixed start placement or None (random)."""
+        if restart not in RESTARTS:
+            raise ValueError(f"restart must be one of {RESTARTS}, not {restart!r}")
+        return _environment_class()(problems, seed, restart, initial)
 
 
 _CLASS = None
@@ -186,13 +217,16 @@ def _environment_class():
     from tf_agents.trajectories import time_step as ts
 
     class _PlacementEnvironment(py_environment.PyEnvironment):
-        def __init__(self, problems, seed):
+        def __init__(self, problems, seed, restart, initial):
             super().__init__(handle_auto_reset=True)
             problems = [problems] if isinstance(problems, PlacementProblem) else list(problems)
             if not problems:
                 raise ValueError("an environment needs at least one problem")
-            self.views = [GraphView(p) for p in problems]
+            self.views = [GraphView(p, i) for p, i in zip(problems,
+                                                          initial or [None] * len(problems))]
             self.best = [(np.inf, None) for _ in problems]   # per problem: (objective, devices)
+            self.restart = restart
+            self.last = [None] * len(problems)    # per problem: its last episode's placement
             self._rng = np.random.default_rng(seed)
             self._order = []
             self._observation_spec = specs.observation_spec()
@@ -208,7 +242,8 @@ def _environment_class():
             if not self._order:
                 self._order = list(self._rng.permutation(len(self.views)))
             self.index = int(self._order.pop())
-            self.episode = Episode(self.views[self.index])
+            previous = self.last[self.index] if self.restart == "previous" else None
+            self.episode = Episode(self.views[self.index], previous)   # None: the fixed one
             self._remember()
             return ts.restart(self.episode.observation())
 
@@ -216,6 +251,7 @@ def _environment_class():
             reward = np.float32(self.episode.move(int(np.asarray(action).reshape(()))))
             self._remember()
             if self.episode.done:
+                self.last[self.index] = self.episode.devices
                 return ts.termination(self.episode.observation(), reward)
             return ts.transition(self.episode.observation(), reward, discount=np.float32(1.0))
 

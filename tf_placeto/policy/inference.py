@@ -8,6 +8,11 @@ needs tf-agents (and so legacy Keras, set before TensorFlow loads).
 A policy directory holds `policy/` (the SavedModel) and `checkpoints/` (to fine-tune from), as
 tf_placeto.policy.training writes them. The package ships one trained on the graph families
 (`pretrained_policy()`).
+
+Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
+the policy alone finds; or "fast" (the default), the best decision of the fast placers
+(placers.common.FAST_PLACERS), which the policy then improves where it can: a placement from it
+is never slower than theirs in simulation, and their 7 decisions count as evaluations.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -22,7 +28,9 @@ import numpy as np
 from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.policy import specs
-from tf_placeto.policy.environment import Episode, GraphView
+from tf_placeto.policy.environment import Episode, GraphView, fast_start
+
+START_KINDS = ("fast", "random")
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
 
@@ -74,12 +82,13 @@ def _load(policy_dir: str) -> SavedPolicy:
     return SavedPolicy(policy_dir)
 
 
-def greedy_placement(problem, policy_dir: str) -> tuple:
+def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> tuple:
     """(device per group, objective in us, objectives): the best placement of one greedy
-    episode of the policy on `problem` (every move of it is simulated anyway), and the
-    objective of each placement evaluated, the start first, in order."""
+    episode of the policy on `problem` from `initial` (default: a random placement; every move
+    of it is simulated anyway), and the objective of each placement evaluated, the start first,
+    in order."""
     policy = _load(policy_dir)
-    view = GraphView(problem)
+    view = GraphView(problem, initial)
     episode = Episode(view)
     while not episode.done:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
@@ -88,14 +97,18 @@ def greedy_placement(problem, policy_dir: str) -> tuple:
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
-                         progress=lambda row: None) -> tuple:
+                         initial: np.ndarray = None) -> tuple:
     """(device per group, objective in us, objectives): the best placement met while training
     the policy further on `problem` for `episodes` iterations, or its greedy one if that is
-    better; the objectives of the greedy episode's placements then the training's, in order."""
+    better; the objectives of the greedy episode's placements then the training's, in order.
+    Every episode starts from `initial` (default: a random placement). A progress bar shows
+    on a terminal."""
+    from tqdm import tqdm
+
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
                                            _read_log)
 
-    devices, value, objectives = greedy_placement(problem, policy_dir)
+    devices, value, objectives = greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -104,9 +117,15 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
                         ignore=shutil.ignore_patterns(BASELINES))
         logged = _read_log(os.path.join(policy_dir, "training.json")).get("config", {})
         config = TrainingConfig(**{**logged, "seed": seed})
-        trainer = Trainer([problem], scratch, config)
-        trainer.run(trainer.iterations_done + episodes, progress=progress,
-                    checkpoint_every=10**9)
+        trainer = Trainer([problem], scratch, config, initial=[initial])
+        with tqdm(total=episodes, desc="placeto: fine-tuning", unit="iteration",
+                  file=sys.stderr, disable=None, leave=False) as bar:
+            def progress(row):
+                bar.update(1)
+                bar.set_postfix(best_ms=f"{trainer.best(0)[0] / 1e3:.1f}")
+
+            trainer.run(trainer.iterations_done + episodes, progress=progress,
+                        checkpoint_every=10**9)
         tuned_value, tuned = trainer.best(0)
         objectives = np.concatenate([objectives, trainer.objectives(0)])
     finally:
@@ -116,16 +135,27 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     return devices, value, objectives
 
 
-def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0) -> tuple:
+def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
+          start: str = "fast") -> tuple:
     """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts:
-    among them the placements evaluated (simulated) in all and until the best was within 5%."""
+    among them the placements evaluated (simulated) in all and until the best was within 5%,
+    and where the episodes started (`start`, one of START_KINDS)."""
+    if start not in START_KINDS:
+        raise PlacetoError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
     coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
+    initial, started_from, tried = None, "random", []
+    if start == "fast":
+        started_from, initial, tried = fast_start(coarse)
     if budget > 0:
-        devices, value, objectives = fine_tuned_placement(coarse, policy_dir, budget, seed)
+        devices, value, objectives = fine_tuned_placement(coarse, policy_dir, budget, seed,
+                                                          initial=initial)
     else:
-        devices, value, objectives = greedy_placement(coarse, policy_dir)
+        devices, value, objectives = greedy_placement(coarse, policy_dir, initial)
+    if tried:           # the episodes' start is one of the fast decisions: counted once
+        objectives = np.concatenate([tried, objectives[1:]])
     return np.asarray(devices)[chunk_of_group], {
         "policy": policy_dir, "budget": budget, "policy_groups": coarse.n_groups,
-        "objective_us": float(value), "evaluations": len(objectives),
+        "start": started_from, "objective_us": float(value),
+        "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}

@@ -44,13 +44,17 @@ class TrainingConfig:
     baseline_window: int = 10
     embedding: int = 32
     rounds: int = 8
+    restart: str = "fixed"               # where each episode starts (environment.RESTARTS)
     seed: int = 0
 
 
 class Trainer:
     """A TF-Agents agent, its environments and its on-disk state, for a set of problems."""
 
-    def __init__(self, problems: Sequence, out: str, config: TrainingConfig = TrainingConfig()):
+    def __init__(self, problems: Sequence, out: str, config: TrainingConfig = TrainingConfig(),
+                 initial: Sequence = None):
+        """initial: per problem, the fixed start placement of its episodes, or None (a random
+        one, as Placeto's)."""
         require_tf_agents()
         import tensorflow as tf
         from tf_agents.environments import batched_py_environment, tf_py_environment
@@ -61,7 +65,8 @@ class Trainer:
         self.config, self.out = config, out
         self.problems = list(problems)
         tf.random.set_seed(config.seed)
-        self.environments = [PlacementEnvironment(self.problems, seed=config.seed)
+        self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
+                                                  restart=config.restart, initial=initial)
                              for _ in range(config.episodes)]     # one seed: in step
         batched = batched_py_environment.BatchedPyEnvironment(self.environments,
                                                               multithreading=False)

@@ -1,0 +1,84 @@
+"""Benchmark: the shipped Placeto policy zero-shot on many unseen family members (a script).
+
+    python -m measure.bench_transfer [--families cifar10 ptb nmt_family] [--members 8-11]
+                                     [--devices 2 4 8] [--policy DIR] [--cluster local:2]
+                                     [--csv FILE]
+
+The shipped policy was trained on members 0-7 of each family; members 8 and up are graphs it
+has never seen. For each unseen member and device count, in simulation with profiled op costs
+and Placeto's K80 links (as in measure.bench_placeto): the best algorithmic placer's step, and
+one greedy episode of the policy from each start, "random" (the paper's: what the policy finds
+on its own) and "fast" (the best decision of the fast placers, which it improves). Prints the
+table, then per start the geometric mean of zero-shot / best algorithm, how many problems are
+within 10% of it and how many beat it. A zero-shot placement needs no training: this takes
+minutes, where measure.bench_placeto's per-graph training takes most of an hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from measure.bench_placeto import best_algorithm
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt_family"])
+    parser.add_argument("--members", default="8-11", help="A-B: which members (unseen: 8-31)")
+    parser.add_argument("--devices", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--policy", default=None, help="default: the shipped policy")
+    parser.add_argument("--cluster", default="local:2", help="where graphs are profiled")
+    parser.add_argument("--link", default="25:7600")
+    parser.add_argument("--csv", default=None)
+    args = parser.parse_args(argv)
+
+    from tf_placeto import _quiet
+
+    _quiet.set_tensorflow_environment()
+    import pandas as pd
+
+    from measure.costmodel import Link
+    from measure.runtime import open_runtime
+    from tf_placeto.policy import inference, specs
+    from tf_placeto.policy.environment import fast_start
+    from tf_placeto.workload import load_workload
+
+    low, _, high = args.members.partition("-")
+    graphs = [f"examples:{family}-{member}" for family in args.families
+              for member in range(int(low), int(high or low) + 1)]
+    policy = args.policy or inference.pretrained_policy()
+    link = Link.parse(args.link)
+    rows = []
+    with open_runtime(cluster=args.cluster) as runtime:
+        workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS) for g in graphs}
+    for graph, workload in workloads.items():
+        for n in args.devices:
+            problem = workload.problem(n, link=link)
+            best_us, best_name = best_algorithm(workload, problem)
+            _, fast_devices, _ = fast_start(problem)
+            row = {"graph": graph, "devices": n, "best_algorithm": best_name,
+                   "best_algorithm_ms": best_us / 1e3}
+            for kind, initial in (("random", None), ("fast", fast_devices)):
+                _, value, _ = inference.greedy_placement(problem, policy, initial)
+                row[f"zero_shot_{kind}_vs_algorithm"] = value / best_us
+            rows.append(row)
+            print(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                            for k, v in row.items()), file=sys.stderr, flush=True)
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for kind in ("random", "fast"):
+        ratios = table[f"zero_shot_{kind}_vs_algorithm"]
+        print(f"zero-shot from the {kind} start against the best algorithm, {len(ratios)} unseen "
+              f"problems: geometric mean {np.exp(np.log(ratios).mean()):.3f}x; within 10%: "
+              f"{int((ratios <= 1.1).sum())}; faster: {int((ratios < 1.0).sum())}")
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
