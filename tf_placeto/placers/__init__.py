@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -75,11 +76,14 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
     for margin in MEMORY_MARGINS if retry else (1.0,):
         budget = problem if margin == 1.0 else problem.with_capacity(
             problem.capacity_bytes * margin)
-        decided = module.place(budget, seed=seed, **_within_time_limit(module, options, start))
+        left = _time_left(module, options, start)
+        decided = module.place(budget, seed=seed,
+                               **(options if left is None else dict(options, time_limit=left)))
         group_devices, info = decided if isinstance(decided, tuple) else (decided, {})
         tries.append((problem.check(group_devices), dict(info, memory_margin=margin)))
-        if (not retry or problem.simulate(tries[-1][0]).feasible
-                or _within_time_limit(module, options, start).get("time_limit", 1) <= 0):
+        left = _time_left(module, options, start)
+        out_of_time = left is not None and left <= 0
+        if not retry or out_of_time or problem.simulate(tries[-1][0]).feasible:
             break
     else:
         tries.append(tries[0])          # nothing fits: the plan made on the full capacity
@@ -90,9 +94,8 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
     return PlacerResult(method, group_devices, elapsed, info)
 
 
-def _within_time_limit(module, options: dict, start: float) -> dict:
-    """`options` with the placer's time limit cut by the time spent since `start`."""
+def _time_left(module, options: dict, start: float) -> Optional[float]:
+    """Seconds left since `start` of the placer's time limit (its `time_limit` option, else
+    its module's TIME_LIMIT_S); None for a placer without one."""
     limit = options.get("time_limit", getattr(module, "TIME_LIMIT_S", None))
-    if limit is None:
-        return options
-    return dict(options, time_limit=limit - (time.perf_counter() - start))
+    return None if limit is None else limit - (time.perf_counter() - start)

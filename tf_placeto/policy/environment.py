@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from tf_placeto.errors import PlacetoError
+from tf_placeto.placers.common import fast_decisions, mean_compute_us
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import require_tf_agents, specs
 
@@ -33,17 +34,13 @@ class GraphView:
 
     def __init__(self, problem: PlacementProblem, initial: np.ndarray = None):
         """initial: the fixed start placement (device per group); default: a random one."""
-        n, d = problem.n_groups, problem.n_devices
-        if n > specs.MAX_GROUPS or d > specs.MAX_DEVICES:
-            raise PlacetoError(f"the policy places at most {specs.MAX_GROUPS} groups on "
-                             f"{specs.MAX_DEVICES} devices; this problem has {n} groups on {d}: "
-                             f"group the graph with max_groups={specs.MAX_GROUPS}")
+        check_size(problem)
+        n = problem.n_groups
         self.problem = problem
         self.adjacency = np.zeros((specs.MAX_GROUPS, specs.MAX_GROUPS), np.uint8)
         self.adjacency[problem.edge_src, problem.edge_dst] = 1
         self.ancestors = _ancestors(self.adjacency[:n, :n].astype(bool))   # [i, j]: j before i
-        allowed = problem.allowed
-        compute = np.where(allowed, problem.compute_us, 0).sum(1) / np.maximum(allowed.sum(1), 1)
+        compute = mean_compute_us(problem)
         sent = np.bincount(problem.edge_src, weights=problem.edge_bytes, minlength=n)
         self.static = np.zeros((specs.MAX_GROUPS, 3), np.float32)
         for column, values in enumerate((compute, sent, problem.memory_bytes)):
@@ -51,7 +48,6 @@ class GraphView:
         self.node_mask = np.zeros(specs.MAX_GROUPS, np.float32)
         self.node_mask[:n] = 1.0
         self.objective = Objective(problem)
-        self.single_objective = self.objective.single_us
         self.start = (start_placement(problem) if initial is None
                       else problem.check(np.asarray(initial, np.int64)))
         self.start_objective, self.start_result = self.objective(self.start)
@@ -76,6 +72,15 @@ class GraphView:
         descendants[:n] = self.ancestors[:, current]
         return {"features": features, "node_mask": self.node_mask, "adjacency": self.adjacency,
                 "ancestors": ancestors, "descendants": descendants, "device_mask": device_mask}
+
+
+def check_size(problem: PlacementProblem) -> None:
+    """Refuse a problem larger than the observations' padding."""
+    n, d = problem.n_groups, problem.n_devices
+    if n > specs.MAX_GROUPS or d > specs.MAX_DEVICES:
+        raise PlacetoError(f"the policy places at most {specs.MAX_GROUPS} groups on "
+                           f"{specs.MAX_DEVICES} devices; this problem has {n} groups on {d}: "
+                           f"group the graph with max_groups={specs.MAX_GROUPS}")
 
 
 class Objective:
@@ -145,8 +150,6 @@ RESTARTS = ("fixed", "previous")
 def fast_start(problem: PlacementProblem) -> tuple:
     """(name, device per group, objective of each): the decision of the fast placers
     (placers.common.FAST_PLACERS) with the best objective, a start the policy can improve."""
-    from tf_placeto.placers.common import fast_decisions
-
     objective = Objective(problem)
     decisions = fast_decisions(problem)
     values = [objective(devices)[0] for _, devices in decisions]

@@ -28,7 +28,7 @@ import numpy as np
 from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.policy import specs
-from tf_placeto.policy.environment import Episode, GraphView, fast_start
+from tf_placeto.policy.environment import Episode, GraphView, check_size, fast_start
 
 START_KINDS = ("fast", "random")
 
@@ -144,6 +144,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         raise PlacetoError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
     coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
+    check_size(coarse)          # before the fast placers work on a problem the policy refuses
     initial, started_from, tried = None, "random", []
     if start == "fast":
         started_from, initial, tried = fast_start(coarse)

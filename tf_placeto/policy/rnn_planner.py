@@ -32,6 +32,7 @@ import dataclasses
 import numpy as np
 
 from tf_placeto.placers.common import mean_compute_us
+from tf_placeto.placers.objectives import chain_heads
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy.environment import Objective, single_device
 
@@ -73,9 +74,7 @@ class Units:
                               np.bincount(src, weights=nbytes, minlength=n),
                               np.bincount(dst, weights=nbytes, minlength=n),
                               problem.memory_bytes, np.ones(n)], axis=1)
-        depth = np.zeros(n)
-        for g, parents in enumerate(problem.predecessors()):
-            depth[g] = max((depth[p] + 1 for p in parents), default=0.0)
+        depth = chain_heads(problem, np.ones(len(problem.edge_src)))   # edges to the unit
         inputs = np.concatenate([_scaled(extensive[:, :4], np.max),
                                  _scaled(np.stack([np.arange(n), depth], axis=1), np.max),
                                  _op_mix(problem)], axis=1)

@@ -149,7 +149,7 @@ class Trainer:
     def _record(self, episodes, loss: float, seconds: float) -> dict:
         problem, mean_return = episodes
         views = self.environments[0].views
-        speedups = [views[p].single_objective / self.best(p)[0] for p in range(len(views))
+        speedups = [views[p].objective.single_us / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
         row = {"iteration": self.iterations_done, "problem": problem, "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
