@@ -1,6 +1,7 @@
 """The cost model: what one graph costs on one runtime, as measured, and its on-disk cache.
 
-Per op and device type: compute time (median over traced runs) and output bytes. Per ordered
+Per op and device type: compute time (median over traced runs), output bytes, and what more it
+takes when an input comes from another device (0 for most kernels). Per ordered
 device pair: transfer latency and bandwidth, fitted to timed transfers. Stored as CSV tables
 plus a JSON description (open formats, readable by pandas and by people; never pickle), in a
 directory named by a key of everything that changes the costs: the graph, the signature's
@@ -24,7 +25,7 @@ from tf_placeto.graph.op_graph import OpGraph
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 # Bump when profiling measures something new or differently: older cached profiles are redone.
-PROFILER_VERSION = 4
+PROFILER_VERSION = 5
 
 
 def graph_fingerprint(graph: OpGraph) -> str:
@@ -95,7 +96,7 @@ class Link:
 
 @dataclasses.dataclass
 class CostModel:
-    ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced
+    ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced, remote_extra_us
     links: pd.DataFrame    # src, dst, latency_us, bytes_per_us, copy_share
     meta: dict
 
@@ -106,7 +107,17 @@ class CostModel:
     def compute_us(self, graph: OpGraph, device_types) -> np.ndarray:
         """(n_ops, n_types) compute times; ops that never ran on their own (folded or fused
         away by Grappler) cost 0, their time being in the op they were folded into."""
-        table = self.ops.pivot_table(index="op", columns="device_type", values="compute_us")
+        return self._per_op(graph, device_types, "compute_us")
+
+    def remote_extra_us(self, graph: OpGraph, device_types) -> np.ndarray:
+        """(n_ops, n_types): what an op takes beyond compute_us when one of its inputs comes
+        from another device (0 where the profile found no difference, or did not look)."""
+        if "remote_extra_us" not in self.ops:
+            return np.zeros((len(graph.ops), len(device_types)))
+        return self._per_op(graph, device_types, "remote_extra_us")
+
+    def _per_op(self, graph: OpGraph, device_types, column: str) -> np.ndarray:
+        table = self.ops.pivot_table(index="op", columns="device_type", values=column)
         names = [op.name for op in graph.ops]
         missing = [t for t in device_types if t not in table.columns]
         if missing:
@@ -215,6 +226,7 @@ class CostModel:
             "traced_ops": int(self.ops["traced"].sum()),
             "compute_ms_per_device_type": {t: float(v) / 1000 for t, v in per_type.items()},
             "links": self.links.to_dict(orient="records"),
+            "remote_input_slowdowns": self.meta.get("remote_inputs", {}).get("slowdowns", {}),
             "profiled_at": self.meta.get("created"),
         }
 

@@ -168,6 +168,7 @@ class SimulatedMeasurer(Measurer):
         capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
         self.problem = SimulationProblem.from_op_graph(
             graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
+            remote_extra_us=cost_model.remote_extra_us(graph, types),
             device_type_of=np.array([types.index(d.device_type) for d in devices]),
             link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
             memory_capacity=capacity,

@@ -3,6 +3,8 @@
 Compute costs come from runs with every op on one device of each type, with Grappler on as in
 any real run: what a placement moves is what TensorFlow really executes. Link costs come from
 timed chains of transfers between each pair of devices, fitted as latency + bytes / bandwidth.
+Kernels that slow down when their inputs come from another device are found on a run with every
+op on a random one of two devices.
 A second call with the same graph, batch, devices and TensorFlow version finds the cache.
 """
 
@@ -36,6 +38,11 @@ LINK_ELEMENTS = (256, 16_384, 262_144, 2_097_152)
 LINK_HOPS = 4
 # Fitting what crossing costs splits the graph into this many groups, alternating devices.
 CROSSING_GROUPS = 16
+# An op type is slower with inputs from another device when, on the run with ops on random
+# devices, its ops with such inputs took at least this many times their profiled cost (beyond
+# what every op there took more) and that added at least this share of the single-device step.
+REMOTE_SLOWDOWN_MIN = 2.0
+REMOTE_STEP_SHARE_MIN = 0.01
 
 
 @dataclasses.dataclass
@@ -66,6 +73,7 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
                       meta=new_meta(key, parts, runs=runs, warmup=warmup,
                                     runtime=runtime.describe(), step_us=step_us))
     if len(links):
+        fit_remote_inputs(graph, model, runner, runtime, say=say)
         calibrate_crossing(graph, model, runner, runtime, runs, say)
     model.save(directory)
     say(f"stored the profile in {directory}")
@@ -166,6 +174,79 @@ def calibrate_links(runtime: Runtime, runs: int = 5,
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
+def remote_input_ops(graph: OpGraph, placement: dict) -> np.ndarray:
+    """(n_ops,) bool: the op reads a tensor produced on another device under `placement`."""
+    remote = np.zeros(len(graph.ops), dtype=bool)
+    for edge in graph.data_edges:
+        if placement[graph.ops[edge.src].name] != placement[graph.ops[edge.dst].name]:
+            remote[edge.dst] = True
+    return remote
+
+
+def remote_slowdowns(table: pd.DataFrame, single_step_us: float) -> dict:
+    """{op type: slowdown} of the types whose kernels are slower with remote inputs.
+
+    `table`: one row per op that ran, with type, remote (an input came from another device),
+    profiled_us (alone on one device) and run_us (on the split run). Every op of a split run
+    takes somewhat more (the other threads of a busy worker: gRPC copying, more ops), so each
+    op is measured against its profiled cost times that general factor, found on the ops whose
+    inputs were all local; a type counts when its remote ops took REMOTE_SLOWDOWN_MIN times
+    that and the extra is worth REMOTE_STEP_SHARE_MIN of the step.
+    """
+    local = table[~table["remote"]]
+    general = local["run_us"].sum() / max(local["profiled_us"].sum(), 1e-9)
+    remote = table[table["remote"]].assign(expected_us=lambda t: t["profiled_us"] * general)
+    per_type = remote.groupby("type")[["run_us", "expected_us"]].sum()
+    slowdown = per_type["run_us"] / per_type["expected_us"].clip(lower=1e-9)
+    extra = per_type["run_us"] - per_type["expected_us"]
+    kept = (slowdown >= REMOTE_SLOWDOWN_MIN) & (extra >= REMOTE_STEP_SHARE_MIN * single_step_us)
+    return {kind: float(slowdown[kind]) for kind in per_type.index[kept]}
+
+
+def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, runtime: Runtime,
+                      runs: int = 3, seed: int = 0,
+                      say: Callable[[str], None] = lambda message: None) -> None:
+    """Find the kernels that are slower when an input comes from another device (in place).
+
+    Every op (with what it must be colocated with) goes to a random one of the first two
+    devices, so about half of them read a tensor from the other one, and the step runs traced.
+    Each slow type found (`remote_slowdowns`) sets remote_extra_us = (slowdown - 1) *
+    compute_us on all ops of that type; what was found goes to meta["remote_inputs"]. Nothing
+    is fitted when the two devices differ in type.
+    """
+    pair = runtime.device_names[:2]
+    device_type = runtime.device_type(pair[0])
+    if runtime.device_type(pair[1]) != device_type:
+        return
+    say(f"timing the graph with each op on a random one of {pair[0]} and {pair[1]}")
+    members = _colocation(graph)[0]
+    picks = np.random.default_rng(seed).integers(0, 2, len(members))
+    placement = {graph.ops[i].name: pair[pick] for together, pick in zip(members, picks)
+                 for i in together}
+    result = runner.run(runtime, placement, warmup=1, repeats=0, traced=runs)
+    if result.status != OK:
+        raise PlacetoError(f"profiling remote inputs failed: {result.reason}")
+    run_us = step_stats.node_times_us(result.traces)
+    remote = remote_input_ops(graph, placement)
+    ops = model.ops[model.ops["device_type"] == device_type].set_index("op")
+    table = pd.DataFrame([
+        {"type": op.type, "remote": remote[op.index], "run_us": run_us[op.name],
+         "profiled_us": ops.at[op.name, "compute_us"]}
+        for op in graph.ops
+        if op.name in run_us and op.name in ops.index and ops.at[op.name, "traced"]])
+    slowdowns = remote_slowdowns(table, model.meta["step_us"][device_type]) if len(table) else {}
+    types = pd.Series({op.name: op.type for op in graph.ops})
+    rows = model.ops["device_type"] == device_type
+    factor = model.ops.loc[rows, "op"].map(types).map(slowdowns).fillna(1.0)
+    model.ops["remote_extra_us"] = 0.0
+    model.ops.loc[rows, "remote_extra_us"] = (factor - 1.0) * model.ops.loc[rows, "compute_us"]
+    model.meta["remote_inputs"] = {"placement": f"each op on a random one of {pair[0]} and "
+                                                f"{pair[1]}", "slowdowns": slowdowns}
+    if slowdowns:
+        say("slower with inputs from another device: " + ", ".join(
+            f"{kind} {factor:.1f}x" for kind, factor in sorted(slowdowns.items())))
+
+
 def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
                        runtime: Runtime, runs: int = 3,
                        say: Callable[[str], None] = lambda message: None) -> None:
@@ -201,9 +282,12 @@ def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
     if result.status != OK:
         raise PlacetoError(f"profiling transfers failed: {result.reason}")
     real_us = step_stats.node_times_us(result.traces)
-    profiled_us = model.ops.set_index("op")["compute_us"]
-    extra_us = sum(real_us[name] - profiled_us[name] for name in placement
-                   if name in real_us and name in profiled_us.index)
+    types = [runtime.device_type(pair[0])]
+    # what the simulator charges each op for itself under this placement
+    profiled_us = model.compute_us(graph, types)[:, 0] + np.where(
+        remote_input_ops(graph, placement), model.remote_extra_us(graph, types)[:, 0], 0.0)
+    extra_us = sum(real_us[op.name] - profiled_us[op.index] for op in graph.ops
+                   if op.name in real_us)
     # each crossing byte is handled twice (sent, received): 2 * share * bytes / bandwidth
     model.links["copy_share"] = float(np.clip(extra_us / (2 * nbytes / chain_bytes_per_us),
                                               0.0, 0.5))

@@ -17,6 +17,9 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   sender's queue before the wire and another on the receiver's queue after it, and the wire
   takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
   but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
+- an op with an input from another device takes `remote_extra_us` more: some kernels are
+  slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
+  left on its own device and recomputes it);
 - memory: the persistent bytes (weights) of the ops on a device count for the whole step; an
   output is allocated at its op's start and freed when its last local consumer has finished and
   its last outgoing transfer has completed (no consumer: at its op's end); a received copy is
@@ -70,6 +73,7 @@ class SimulationProblem:
     link_bytes_per_us: np.ndarray  # float64 (n_devices, n_devices), diagonal inf
     memory_capacity: np.ndarray    # float64 (n_devices,), np.inf = unknown/unlimited
     op_overhead_us: float = 0.0    # fixed gap after each op on a device
+    remote_extra_us: Optional[np.ndarray] = None  # like compute_us: more when an input travels
     link_copy_share: Optional[np.ndarray] = None  # float64 (n_devices, n_devices) in [0, 0.5]
     tensor_names: Optional[list] = None  # for schedules; default "producer:k"
 
@@ -77,6 +81,10 @@ class SimulationProblem:
         self.compute_us = np.asarray(self.compute_us, dtype=np.float64)
         if self.compute_us.ndim == 1:
             self.compute_us = self.compute_us[:, None]
+        if self.remote_extra_us is None:
+            self.remote_extra_us = np.zeros_like(self.compute_us)
+        self.remote_extra_us = np.asarray(self.remote_extra_us, dtype=np.float64).reshape(
+            self.compute_us.shape[0], -1)
         self.device_type_of = np.asarray(self.device_type_of, dtype=np.int64)
         for name in ("tensor_producer", "tensor_bytes", "edge_tensor", "edge_consumer",
                      "control_src", "control_dst", "persistent_bytes"):
@@ -104,11 +112,13 @@ class SimulationProblem:
     @classmethod
     def from_op_graph(cls, graph, compute_us, device_names, device_type_of, link_latency_us,
                       link_bytes_per_us, memory_capacity=None, persistent_bytes=None,
-                      op_overhead_us=0.0, link_copy_share=0.0) -> "SimulationProblem":
+                      op_overhead_us=0.0, link_copy_share=0.0,
+                      remote_extra_us=None) -> "SimulationProblem":
         """One tensor per op output; edges and sizes from the graph.
 
-        `compute_us` is (n_ops,) or (n_ops, n_device_types); `device_type_of` may be None (one
-        type). Link arguments are scalars (every pair of distinct devices alike) or matrices.
+        `compute_us` and `remote_extra_us` are (n_ops,) or (n_ops, n_device_types);
+        `device_type_of` may be None (one type). Link arguments are scalars (every pair of
+        distinct devices alike) or matrices.
         `persistent_bytes` defaults to each variable's size on the op that holds it.
         """
         n_devices = len(device_names)
@@ -145,6 +155,7 @@ class SimulationProblem:
             link_bytes_per_us=link_matrix(link_bytes_per_us, n_devices, diagonal=np.inf),
             memory_capacity=memory_capacity,
             op_overhead_us=op_overhead_us,
+            remote_extra_us=remote_extra_us,
             link_copy_share=link_matrix(link_copy_share, n_devices, diagonal=0.0),
             tensor_names=tensor_names,
         )
@@ -154,6 +165,9 @@ class SimulationProblem:
         checks = [
             (self.compute_us.shape[0] == n_ops, "compute_us needs one row per op"),
             (np.all(self.compute_us >= 0), "compute_us must be >= 0"),
+            (self.remote_extra_us.shape == self.compute_us.shape
+             and np.all(self.remote_extra_us >= 0),
+             "remote_extra_us must be >= 0, shaped like compute_us"),
             (self.device_type_of.shape == (n_devices,),
              "device_type_of needs one entry per device"),
             (np.all((self.device_type_of >= 0) & (self.device_type_of < self.compute_us.shape[1])),
@@ -228,8 +242,9 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         raise ValueError(f"placement indices must lie in [0, {problem.n_devices})")
     (op_start, op_end, transfer_tensor, transfer_dst, transfer_start, transfer_end,
      copy_start, copy_end, busy, peak) = _simulate_compiled(
-        placement, problem.compute_us, problem.device_type_of, problem.op_overhead_us,
-        problem.tensor_producer, problem.tensor_bytes, problem.edge_tensor, problem.edge_consumer,
+        placement, problem.compute_us, problem.remote_extra_us, problem.device_type_of,
+        problem.op_overhead_us, problem.tensor_producer, problem.tensor_bytes,
+        problem.edge_tensor, problem.edge_consumer,
         problem._tensor_edge_ptr, problem._tensor_edges, problem._op_in_ptr,
         problem._op_in_edges, problem._op_out_ptr, problem._op_out_tensors,
         problem._control_ptr, problem._control_succ, problem._n_preds,
@@ -432,7 +447,7 @@ def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_
 
 
 @numba.njit(cache=True)
-def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
+def _simulate_compiled(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
                        tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
                        op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
@@ -453,6 +468,7 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
     transfer_readers = np.zeros(n_edges, np.int64)    # edges that have yet to read the copy
     tensor_holds = np.zeros(n_tensors, np.int64)      # local readers + transfers yet to finish
     transfer_to = np.full(n_devices, -1, np.int64)
+    reads_remote = np.zeros(n_ops, np.bool_)         # an input of the op travels to it
     n_transfers = 0
     for t in range(n_tensors):
         src = placement[tensor_producer[t]]
@@ -462,6 +478,7 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
             if dst == src:
                 tensor_holds[t] += 1
                 continue
+            reads_remote[edge_consumer[e]] = True
             if transfer_to[dst] < 0:
                 transfer_to[dst] = n_transfers
                 transfer_tensor[n_transfers] = t
@@ -545,6 +562,8 @@ def _simulate_compiled(placement, compute_us, device_type_of, op_overhead_us,
             ready_size[d] -= 1
             if task < n_ops:
                 duration = compute_us[task, device_type_of[d]] + op_overhead_us
+                if reads_remote[task]:
+                    duration += remote_extra_us[task, device_type_of[d]]
                 op_start[task] = now
                 op_end[task] = now + duration
                 for j in range(op_out_ptr[task], op_out_ptr[task + 1]):

@@ -129,6 +129,7 @@ def test_profile_stores_a_cost_model_and_finds_it_again(mlp_model, tmp_path):
     assert first.returncode == 0, first.stderr
     profiled = json.loads(first.stdout)
     assert not profiled["cached"] and profiled["traced_ops"] > 0
+    assert all(v >= 2.0 for v in profiled["remote_input_slowdowns"].values())
     assert [(l["src"], l["dst"]) for l in profiled["links"]] == [
         ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
     again = run_cli("profile", mlp_model, "--devices", "2", "--cache", cache)

@@ -40,9 +40,17 @@ def exhaustive_best(problem, score) -> float:
 
 def variant(problem, kind):
     """alike: as profiled; capped: no device holds the whole graph; slower: device 0 slower and
-    group 1 only there (device classes); unlike: that, and a slower link 0 -> 1."""
+    group 1 only there (device classes); unlike: that, and a slower link 0 -> 1; remote: some
+    edges' consumers slower when the edge crosses devices."""
     if kind == "alike":
         return problem
+    if kind == "remote":
+        rng = np.random.default_rng(0)
+        mean_compute = float(problem.compute_us.mean())
+        return dataclasses.replace(
+            problem,
+            edge_extra_us=rng.choice([0.0, mean_compute], size=len(problem.edge_src)),
+            feedback_extra_us=rng.choice([0.0, mean_compute], size=len(problem.feedback_src)))
     if kind == "capped":
         return problem.with_capacity([0.7 * problem.memory_bytes.sum()] * problem.n_devices)
     compute = problem.compute_us.copy()
@@ -58,7 +66,7 @@ def variant(problem, kind):
 
 
 @pytest.mark.parametrize("n_devices,n_groups", [(2, 10), (3, 8)])
-@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike"])
+@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote"])
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_optimum_is_the_best_of_every_decision(small_cnn_groups, n_devices, n_groups,
                                                    kind, objective):

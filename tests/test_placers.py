@@ -14,24 +14,27 @@ SPLITTING = [name for name in ALL if name not in ("single", "expert")]
 LIST_SCHEDULERS = ["m_etf", "m_sct", "heft"]
 
 
-def estimated_cost_model(graph):
-    """A profile without running anything: static work estimates, Placeto's link speed."""
+def estimated_cost_model(graph, remote_extra_us=0.0):
+    """A profile without running anything: static work estimates, Placeto's link speed;
+    `remote_extra_us` per op (or for all): what it takes more with a remote input."""
     from measure.costmodel import CostModel
     from tf_placeto.graph.work import estimate_work
 
     ops = pd.DataFrame({"op": [op.name for op in graph.ops], "device_type": "CPU",
                         "compute_us": estimate_work(graph) / 1e3,
-                        "output_bytes": [op.output_bytes for op in graph.ops], "traced": True})
+                        "output_bytes": [op.output_bytes for op in graph.ops], "traced": True,
+                        "remote_extra_us": remote_extra_us})
     pair = ["/device:CPU:0", "/device:CPU:1"]
     links = pd.DataFrame([{"src": a, "dst": b, "latency_us": 25.0, "bytes_per_us": 7600.0}
                           for a in pair for b in pair if a != b])
     return CostModel(ops=ops, links=links, meta={"devices": pair})
 
 
-def build_problem(groups, n_devices, capacity_bytes=None):
+def build_problem(groups, n_devices, capacity_bytes=None, remote_extra_us=0.0):
     import tf_placeto as tp
 
-    names, model = estimated_cost_model(groups.op_graph).with_more_devices(n_devices)
+    names, model = estimated_cost_model(groups.op_graph, remote_extra_us).with_more_devices(
+        n_devices)
     return PlacementProblem.build(groups, model, tp.DeviceSet.from_strings(names),
                                   capacity_bytes=capacity_bytes)
 
@@ -216,3 +219,35 @@ def test_a_time_limit_bounds_every_try_together(small_cnn_groups, two_devices, m
     assert len(limits) > 1 and limits[0] <= 5.0
     assert all(later < earlier for earlier, later in zip(limits, limits[1:]))
     assert result.decide_s < 5.0 + 2.0       # the last try's own overrun
+
+
+def test_every_edge_cost_counts_what_remote_inputs_take_more(small_cnn_groups, two_devices):
+    """The list schedulers' transfers, HEFT's and m-SCT's mean ones, and both objectives of
+    the exact placer charge a crossing edge its consumer's remote extra, and only then."""
+    from tf_placeto.placers.common import edge_timing
+    from tf_placeto.placers.objectives import device_loads_us, latency_objective_us
+
+    slow = build_problem(small_cnn_groups, 2, remote_extra_us=1e6)
+    extra = slow.edge_extra_us
+    assert np.all(extra[two_devices.edge_bytes > 0] >= 1e6)
+    timing = edge_timing(slow)
+    for e in range(len(extra)):
+        assert timing.transfer_us(slow, e, 0) - timing.transfer_us(two_devices, e, 0) == \
+            pytest.approx([0.0, extra[e]])
+    assert timing.mean_transfer_us(slow) - timing.mean_transfer_us(two_devices) == \
+        pytest.approx(extra)
+    together = np.zeros(slow.n_groups, np.int64)
+    assert latency_objective_us(slow, together) == latency_objective_us(two_devices, together)
+    apart = together.copy()
+    apart[slow.edge_dst[np.argmax(extra)]] = 1
+    assert latency_objective_us(slow, apart) >= latency_objective_us(two_devices, apart) + 1e6
+    assert device_loads_us(slow, apart).sum() >= device_loads_us(two_devices, apart).sum() + 1e6
+
+
+def test_the_exact_placer_does_not_cut_where_remote_inputs_are_slow(small_cnn_groups,
+                                                                    two_devices):
+    """Where every op took a second more with a remote input, no cut pays: the exact placer,
+    which splits small_cnn otherwise, keeps it on one device."""
+    slow = build_problem(small_cnn_groups, 2, remote_extra_us=1e6)
+    assert len(set(placers.place("optimal", two_devices).group_devices)) == 2
+    assert step_us(slow, placers.place("optimal", slow).group_devices) < 1e6

@@ -1,5 +1,7 @@
-"""PlacementProblem: pins hold groups on a device, through coarsening too."""
+"""PlacementProblem: pins hold groups on a device, through coarsening too; what a cut
+edge costs."""
 
+import numpy as np
 import pytest
 
 from tests.test_placers import build_problem, grouped_example
@@ -32,3 +34,23 @@ def test_a_pin_without_a_kernel_is_refused(problem):
     barred = problem.with_pins({2: 0})
     with pytest.raises(ValueError, match="no kernel"):
         barred.with_pins({2: 1})
+
+
+def test_an_edge_carries_the_remote_extra_of_the_ops_that_read_across_it(problem):
+    graph = problem.groups.op_graph
+    group_of = problem.groups.group_of
+    reader = next(e.dst for e in graph.data_edges if group_of[e.src] != group_of[e.dst])
+    extra = np.zeros(len(graph.ops))
+    extra[reader] = 500.0
+    slow = build_problem(problem.groups, 2, remote_extra_us=extra)
+    sources = {int(group_of[e.src]) for e in graph.data_edges
+               if e.dst == reader and group_of[e.src] != group_of[reader]}
+    edges = list(zip(slow.edge_src, slow.edge_dst)) + list(zip(slow.feedback_src,
+                                                               slow.feedback_dst))
+    carried = np.concatenate([slow.edge_extra_us, slow.feedback_extra_us])
+    assert {int(a) for (a, b), x in zip(edges, carried) if x > 0} == sources
+    assert all(x == 500.0 for (a, b), x in zip(edges, carried) if a in sources
+               and b == group_of[reader])
+    assert slow.crossing_us(0.0, slow.edge_extra_us, 0, 0).max() == 0.0
+    assert np.allclose(slow.crossing_us(slow.edge_bytes, slow.edge_extra_us, 0, 1),
+                       problem.crossing_us(problem.edge_bytes, 0.0, 0, 1) + slow.edge_extra_us)

@@ -5,7 +5,8 @@ import time
 import pytest
 
 import tf_placeto as tp
-from measure.profiler import calibrate_links, profile, single_device_placement
+from measure.profiler import (calibrate_links, profile, remote_input_ops, remote_slowdowns,
+                              single_device_placement)
 from measure.runtime import Runtime
 
 
@@ -28,6 +29,8 @@ def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path):
     assert all(ops.loc[name, "compute_us"] > 0 and ops.loc[name, "traced"] for name in convs)
     assert len(ops) == len(graph)
     assert first.model.ops["compute_us"].sum() > 0
+    assert (first.model.ops["remote_extra_us"] >= 0).all()
+    assert "slowdowns" in first.model.meta["remote_inputs"]
     start = time.perf_counter()
     second = profile(graph, runtime, cache=str(tmp_path), say=messages.append)
     assert second.cached and time.perf_counter() - start < 1.0
@@ -54,3 +57,29 @@ def test_links_between_worker_processes_cost_time():
         links = calibrate_links(Runtime.on_cluster(cluster), runs=2)
     assert (links["latency_us"] > 20).all()
     assert (links["bytes_per_us"] < 1e5).all()
+
+
+def test_remote_inputs_are_the_consumers_of_edges_that_cross(graph):
+    names = [op.name for op in graph.ops]
+    assert not remote_input_ops(graph, dict.fromkeys(names, "a")).any()
+    edge = graph.data_edges[0]
+    apart = {**dict.fromkeys(names, "a"), graph.ops[edge.dst].name: "b"}
+    remote = remote_input_ops(graph, apart)
+    assert remote[edge.dst]
+    # the moved op's consumers now read from another device too
+    assert set(remote.nonzero()[0]) == {edge.dst} | {
+        e.dst for e in graph.data_edges if e.src == edge.dst}
+
+
+def test_only_types_much_slower_with_remote_inputs_count():
+    """Every op of the split run took 1.2x (a busy worker); MaxPoolGrad with a remote input
+    10x; Neg 4x, but worth too little of the step to matter."""
+    import pandas as pd
+
+    rows = [("Conv2D", False, 1000.0, 1200.0), ("Conv2D", True, 1000.0, 1250.0),
+            ("MaxPoolGrad", True, 50.0, 600.0), ("Neg", True, 1.0, 4.8),
+            ("Mul", False, 100.0, 120.0)]
+    table = pd.DataFrame(rows, columns=["type", "remote", "profiled_us", "run_us"])
+    slowdowns = remote_slowdowns(table, single_step_us=2000.0)
+    assert list(slowdowns) == ["MaxPoolGrad"]
+    assert slowdowns["MaxPoolGrad"] == pytest.approx(600.0 / (50.0 * 1.2))

@@ -9,7 +9,7 @@ from measure.simulator import (SimulationProblem, feasible, link_matrix, lower_b
 
 def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0.0,
                  bandwidth=np.inf, persistent=None, capacity=None, overhead=0.0,
-                 device_type_of=None, copy_share=0.0):
+                 device_type_of=None, copy_share=0.0, remote_extra=None):
     """tensors: [(producer, bytes)]; edges: [(tensor, consumer)]; control: [(src, dst)]."""
     costs = np.asarray(costs, dtype=np.float64)
     tensors = np.asarray(tensors, dtype=np.int64).reshape(-1, 2)
@@ -27,7 +27,8 @@ def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0
         link_latency_us=link_matrix(latency, n_devices, diagonal=0.0),
         link_bytes_per_us=link_matrix(bandwidth, n_devices, diagonal=np.inf),
         memory_capacity=np.full(n_devices, np.inf) if capacity is None else capacity,
-        op_overhead_us=overhead, link_copy_share=link_matrix(copy_share, n_devices, diagonal=0.0))
+        op_overhead_us=overhead, link_copy_share=link_matrix(copy_share, n_devices, diagonal=0.0),
+        remote_extra_us=remote_extra)
 
 
 def chain(costs, nbytes=0, **kwargs):
@@ -317,3 +318,16 @@ def test_copies_wait_for_the_devices_they_run_on():
 def test_copy_shares_outside_half_are_refused():
     with pytest.raises(ValueError, match="copy shares"):
         chain([1.0, 1.0], n_devices=2, copy_share=0.6)
+
+
+def test_an_op_reading_a_remote_input_takes_its_remote_extra():
+    """op1 reads op0's tensor; op2 reads op1's. Only an op whose input travels pays its extra."""
+    problem = chain([10.0, 20.0, 30.0], nbytes=0, n_devices=2, remote_extra=[100.0, 7.0, 1000.0])
+    assert simulate(problem, np.array([0, 0, 0])).step_time_us == pytest.approx(60.0)
+    apart = simulate(problem, np.array([0, 1, 1]), schedule=True)
+    assert apart.step_time_us == pytest.approx(67.0)
+    assert op_rows(apart).loc["op1", "end_us"] - op_rows(apart).loc["op1", "start_us"] == \
+        pytest.approx(27.0)
+    assert simulate(problem, np.array([0, 1, 0])).step_time_us == pytest.approx(1067.0)
+    with pytest.raises(ValueError, match="remote_extra_us"):
+        chain([1.0, 1.0], n_devices=2, remote_extra=[-1.0, 0.0])

@@ -375,6 +375,8 @@ def _profile(args) -> int:
     print(top[["op", "device_type", "compute_us", "output_bytes"]].to_string(index=False))
     if len(result.model.links):
         print(result.model.links.to_string(index=False))
+    for kind, slowdown in sorted(summary["remote_input_slowdowns"].items()):
+        print(f"{kind} takes {slowdown:.1f}x as long with an input from another device")
     return EXIT_OK
 
 

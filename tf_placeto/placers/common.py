@@ -56,14 +56,18 @@ class EdgeTiming:
     tensors: np.ndarray    # distinct tensors sent: each pays a link's latency (control: none)
 
     def transfer_us(self, problem: PlacementProblem, edge: int, src: int) -> np.ndarray:
-        """Per device, the time to send the edge's data there from device src (0 to src
-        itself; one latency per tensor: the simulator sends them one by one)."""
+        """Per device, the time to send the edge's data there from device src, with what its
+        consumer's ops take more with a remote input (0 to src itself; one latency per tensor:
+        the simulator sends them one by one)."""
+        elsewhere = np.arange(problem.n_devices) != src
         return (self.tensors[edge] * problem.latency_us[src]
-                + problem.edge_bytes[edge] / problem.bytes_per_us[src])
+                + problem.edge_bytes[edge] / problem.bytes_per_us[src]
+                + np.where(elsewhere, problem.edge_extra_us[edge], 0.0))
 
     def mean_transfer_us(self, problem: PlacementProblem) -> np.ndarray:
-        """Per edge, the transfer time averaged over pairs of distinct devices."""
-        return (problem.mean_transfer_us(problem.edge_bytes)
+        """Per edge, the crossing time (transfer and remote extra) averaged over pairs of
+        distinct devices."""
+        return (problem.mean_transfer_us(problem.edge_bytes) + problem.edge_extra_us
                 + (self.tensors - 1) * problem.mean_transfer_us(0.0))
 
 

@@ -3,7 +3,8 @@ scored on them: the comparison's gap of a placer to the optimum is measured here
 
 Both follow Tarnawski et al.'s model (NeurIPS 2020) over the group DAG: a group costs its
 compute_us on its device, a group edge whose ends sit on two devices costs its link's latency
-+ bytes / bandwidth (problem.transfer_us), and memory is a constraint, not a cost.
++ bytes / bandwidth and what its consumer's ops take more with a remote input
+(problem.crossing_us), and memory is a constraint, not a cost.
 
 - `latency_objective_us`: one step, no pipelining. Each device runs its groups one at a time
   in one fixed order (`run_order`); a group starts once its device is free and the data of
@@ -40,8 +41,9 @@ def latency_objective_us(problem: PlacementProblem, group_devices,
     devices = np.asarray(group_devices, np.int64)
     compute = problem.compute_us[np.arange(problem.n_groups), devices]
     timing = timing if timing is not None else edge_timing(problem)
-    ready = np.minimum(timing.lag_us, compute[problem.edge_src]) + edge_transfer_us(
-        problem, problem.edge_src, problem.edge_dst, problem.edge_bytes, devices)
+    ready = np.minimum(timing.lag_us, compute[problem.edge_src]) + problem.crossing_us(
+        problem.edge_bytes, problem.edge_extra_us, devices[problem.edge_src],
+        devices[problem.edge_dst])
     by_consumer = np.argsort(problem.edge_dst, kind="stable")
     first_input = np.searchsorted(problem.edge_dst[by_consumer], np.arange(problem.n_groups + 1))
     start = np.zeros(problem.n_groups)
@@ -85,16 +87,20 @@ OBJECTIVES = {"latency": latency_objective_us, "throughput": throughput_objectiv
 
 
 def device_loads_us(problem: PlacementProblem, group_devices) -> np.ndarray:
-    """Per device: the compute of its groups plus every transfer it sends or receives."""
+    """Per device: the compute of its groups plus every transfer it sends or receives, and
+    what its groups take more with remote inputs."""
     devices = np.asarray(group_devices, np.int64)
     compute = problem.compute_us[np.arange(problem.n_groups), devices]
     loads = np.bincount(devices, weights=compute, minlength=problem.n_devices)
-    for src, dst, nbytes in ((problem.edge_src, problem.edge_dst, problem.edge_bytes),
-                             (problem.feedback_src, problem.feedback_dst,
-                              problem.feedback_bytes)):
-        transfer = edge_transfer_us(problem, src, dst, nbytes, devices)
+    for src, dst, nbytes, extra in (
+            (problem.edge_src, problem.edge_dst, problem.edge_bytes, problem.edge_extra_us),
+            (problem.feedback_src, problem.feedback_dst, problem.feedback_bytes,
+             problem.feedback_extra_us)):
+        transfer = problem.crossing_us(nbytes, 0.0, devices[src], devices[dst])
+        slower = np.where(devices[src] != devices[dst], extra, 0.0)
         loads += np.bincount(devices[src], weights=transfer, minlength=problem.n_devices)
-        loads += np.bincount(devices[dst], weights=transfer, minlength=problem.n_devices)
+        loads += np.bincount(devices[dst], weights=transfer + slower,
+                             minlength=problem.n_devices)
     return loads
 
 
@@ -113,9 +119,3 @@ def is_pipeline(problem: PlacementProblem, group_devices) -> bool:
         remaining &= ~first
     return True
 
-
-def edge_transfer_us(problem: PlacementProblem, src, dst, nbytes, group_devices) -> np.ndarray:
-    """Per edge src -> dst carrying nbytes, its transfer time under the decision (0 when both
-    ends share a device: the diagonal has no latency and infinite bandwidth)."""
-    a, b = group_devices[src], group_devices[dst]
-    return problem.latency_us[a, b] + np.asarray(nbytes, np.float64) / problem.bytes_per_us[a, b]

@@ -168,22 +168,23 @@ def _device_classes(problem: PlacementProblem) -> list:
 
 def _stage_loads_us(problem: PlacementProblem, members: np.ndarray, classes: list) -> list:
     """Per device class, the (ideal I, ideal J) matrix of the load of stage J \\ I on one of its
-    devices: compute plus the transfer of every edge with one end in the stage; inf where I is
-    not inside J, a group of the stage has no kernel there or the stage overflows memory.
+    devices: compute, the transfer of every edge with one end in the stage, and the remote extra
+    of every edge into it; inf where I is not inside J, a group of the stage has no kernel there
+    or the stage overflows memory.
 
     With x_I the indicator of I and A the symmetric matrix of edge transfer times, the edges of
     the stage s = x_J - x_I cost degree . s - s A s, whose bilinear terms for all pairs of
-    ideals come from one product X A X^T."""
+    ideals come from one product X A X^T. The edges into it (B[a, b]: the extra of a -> b) add
+    s . (B's column sums) - s B s, from X B X^T the same way."""
     x = members.astype(np.float64)
     n = problem.n_groups
-    src, dst, nbytes = _all_edges(problem)
-    transfer = problem.transfer_us(nbytes, 0, 1) if problem.n_devices > 1 else 0.0 * nbytes
+    src, dst, nbytes, extra = _all_edges(problem)
+    transfer = problem.crossing_us(nbytes, 0.0, 0, 1) if problem.n_devices > 1 \
+        else 0.0 * nbytes
     links = scipy.sparse.csr_array((np.r_[transfer, transfer], (np.r_[src, dst], np.r_[dst, src])),
                                    shape=(n, n))
-    inner = x @ (links @ x.T)
-    self_inner = np.diag(inner)
-    cut = _stage(x @ links.sum(axis=1)) - (self_inner[None, :] - 2.0 * inner
-                                           + self_inner[:, None])
+    into = scipy.sparse.csr_array((extra, (src, dst)), shape=(n, n))
+    cut = _crossing_load(x, links, links.sum(axis=1)) + _crossing_load(x, into, into.sum(axis=0))
     nested = x @ (1.0 - x).T < 0.5
     stage_memory = _stage(x @ problem.memory_bytes)
     loads = []
@@ -194,6 +195,13 @@ def _stage_loads_us(problem: PlacementProblem, members: np.ndarray, classes: lis
         compute = _stage(x @ np.where(allowed, problem.compute_us[:, devices[0]], 0.0))
         loads.append(np.where(possible, compute + cut, np.inf))
     return loads
+
+
+def _crossing_load(x: np.ndarray, weights, per_group: np.ndarray) -> np.ndarray:
+    """(ideal I, ideal J) matrix of s . per_group - s W s with s = x_J - x_I (W: `weights`)."""
+    inner = x @ (weights @ x.T)              # [I, J] = x_I W x_J
+    own = np.diag(inner)
+    return _stage(x @ per_group) - (own[None, :] - inner - inner.T + own[:, None])
 
 
 def _stage(per_ideal: np.ndarray) -> np.ndarray:
@@ -242,9 +250,9 @@ def _lower_bound_us(problem: PlacementProblem, objective: str) -> float:
 def _worst_us(problem: PlacementProblem) -> float:
     """More than either objective of any decision: every group at its slowest, every edge
     over its slowest link."""
-    nbytes = _all_edges(problem)[2]
-    slowest_link = (problem.latency_us.max()
-                    + nbytes / problem.bytes_per_us.min()) if problem.n_devices > 1 else 0.0
+    _, _, nbytes, extra = _all_edges(problem)
+    slowest_link = (problem.latency_us.max() + nbytes / problem.bytes_per_us.min()
+                    + extra) if problem.n_devices > 1 else 0.0
     return float(np.where(problem.allowed, problem.compute_us, 0.0).max(axis=1).sum()
                  + np.sum(slowest_link) + 1.0)
 
@@ -269,7 +277,7 @@ def _assignment(program: "_Program", problem: PlacementProblem) -> np.ndarray:
 
 
 def _crossings(program: "_Program", problem: PlacementProblem, x: np.ndarray, src, dst,
-               nbytes) -> tuple:
+               nbytes, extra_us) -> tuple:
     """(y, transfer_us, pairs): y[e, p] in [0, 1] is at least 1 when edge e runs from the first
     device of the ordered pair p to the second, and costs transfer_us[e, p] there; whatever
     the program charges for y pushes the others to 0."""
@@ -277,9 +285,9 @@ def _crossings(program: "_Program", problem: PlacementProblem, x: np.ndarray, sr
     y = program.variables((len(src), len(first)), upper=1.0)
     program.constrain(np.full(y.shape, -1.0), (1.0, y), (-1.0, x[src][:, first]),
                       (-1.0, x[dst][:, second]))
-    transfer = (problem.latency_us[first, second][None, :]
-                + np.asarray(nbytes, np.float64)[:, None]
-                / problem.bytes_per_us[first, second][None, :])
+    transfer = problem.crossing_us(np.asarray(nbytes, np.float64)[:, None],
+                                   np.asarray(extra_us, np.float64).reshape(-1, 1),
+                                   first[None, :], second[None, :])
     return y, transfer, (first, second)
 
 
@@ -300,7 +308,8 @@ def _latency_rows(program: "_Program", problem: PlacementProblem, x: np.ndarray,
     lag = np.minimum(timing.lag_us[:, None], problem.compute_us[src]) / ceiling
     head, rest = (chain / ceiling for chain in _chains_us(problem, timing))
     order = run_order(problem, timing)
-    y, transfer, _ = _crossings(program, problem, x, src, dst, problem.edge_bytes)
+    y, transfer, _ = _crossings(program, problem, x, src, dst, problem.edge_bytes,
+                                problem.edge_extra_us)
     big = 1.0 + MIP_REL_GAP
     start = program.variables(n, lower=head)
     makespan = program.variables(1, upper=big)
@@ -328,14 +337,16 @@ def _throughput_rows(program: "_Program", problem: PlacementProblem, x: np.ndarr
     the devices' quotient graph has no cycle (and any acyclic one has such positions)."""
     n, n_devices = problem.n_groups, problem.n_devices
     compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
-    src, dst, nbytes = _all_edges(problem)
-    y, transfer, (first, second) = _crossings(program, problem, x, src, dst, nbytes)
+    src, dst, nbytes, extra = _all_edges(problem)
+    y, transfer, (first, second) = _crossings(program, problem, x, src, dst, nbytes, 0.0)
     ends = np.array([np.flatnonzero((first == d) | (second == d)) for d in range(n_devices)],
                     np.int64).reshape(n_devices, -1)
+    # a device at either end carries the transfer; the receiving one also the remote extra
+    receives = second[ends] == np.arange(n_devices)[:, None]
+    load = transfer[:, ends] + extra[:, None, None] * receives[None]
     busiest = program.variables(1, upper=1.0 + MIP_REL_GAP)
     program.constrain(np.zeros(n_devices), (1.0, busiest), (-compute.T, x.T),
-                      (-transfer[:, ends].transpose(1, 0, 2) / ceiling,
-                       y[:, ends].transpose(1, 0, 2)))
+                      (-load.transpose(1, 0, 2) / ceiling, y[:, ends].transpose(1, 0, 2)))
     position = program.variables(n_devices, upper=n_devices - 1)
     stage = program.variables(n, upper=n_devices - 1)
     for sign in (1.0, -1.0):
@@ -364,10 +375,11 @@ def _fastest_us(problem: PlacementProblem) -> np.ndarray:
 
 
 def _all_edges(problem: PlacementProblem) -> tuple:
-    """(src, dst, bytes) of the forward edges, then the feedback edges."""
+    """(src, dst, bytes, extra_us) of the forward edges, then the feedback edges."""
     return (np.concatenate([problem.edge_src, problem.feedback_src]),
             np.concatenate([problem.edge_dst, problem.feedback_dst]),
-            np.concatenate([problem.edge_bytes, problem.feedback_bytes]))
+            np.concatenate([problem.edge_bytes, problem.feedback_bytes]),
+            np.concatenate([problem.edge_extra_us, problem.feedback_extra_us]))
 
 
 def _links_alike(problem: PlacementProblem) -> bool:

@@ -6,6 +6,10 @@ there costs, all derived from one profile (a measure.costmodel.CostModel) throug
 simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
 step at op level, which is what every placer is compared on.
 
+A group edge that crosses devices costs its transfer and, where the profile found kernels that
+are slower with an input from another device, that extra time of the consumer's ops
+(`edge_extra_us`): placers keep such ops beside their producers when it pays.
+
 Memory is modelled linearly so that placers can budget it: a group holds its variables for the
 whole step plus a share of its outputs, the share chosen so that the groups of the whole graph
 add up to its simulated single-device peak. The simulator remains the judge of feasibility.
@@ -40,6 +44,14 @@ class PlacementProblem:
     capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
     simulation: object            # measure.simulator.SimulationProblem (op level)
     single_device_peak_bytes: float = 0.0
+    edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
+    feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
+
+    def __post_init__(self):
+        for name, edges in (("edge_extra_us", self.edge_src),
+                            ("feedback_extra_us", self.feedback_src)):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(len(edges)))
 
     @classmethod
     def build(cls, groups: GroupGraph, cost_model, devices,
@@ -84,6 +96,7 @@ class PlacementProblem:
             if outputs.sum() > 0 else 0.0
         forward = sorted(groups.edges.items())
         backward = sorted(groups.feedback_edges.items())
+        extra = _edge_extra_us(groups, simulation, [edge for edge, _ in forward + backward])
         problem = cls(
             groups=groups, device_names=list(simulation.device_names), compute_us=compute,
             memory_bytes=persistent + share * outputs, persistent_bytes=persistent,
@@ -95,7 +108,8 @@ class PlacementProblem:
             feedback_bytes=np.array([n for _, n in backward], np.float64),
             latency_us=simulation.link_latency_us, bytes_per_us=simulation.link_bytes_per_us,
             capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
-            simulation=simulation, single_device_peak_bytes=peak)
+            simulation=simulation, single_device_peak_bytes=peak,
+            edge_extra_us=extra[:len(forward)], feedback_extra_us=extra[len(forward):])
         return problem if capacity_bytes is None else problem.with_capacity(capacity_bytes)
 
     def with_capacity(self, capacity_bytes: Sequence[float]) -> "PlacementProblem":
@@ -144,12 +158,6 @@ class PlacementProblem:
         """(n_groups, n_devices) bool: the group has kernels for the device's type."""
         return np.isfinite(self.compute_us)
 
-    def transfer_us(self, nbytes, src: int, dst: int):
-        """Time to send `nbytes` from device src to dst (0 on one device)."""
-        if src == dst:
-            return 0.0 * np.asarray(nbytes)
-        return self.latency_us[src, dst] + np.asarray(nbytes) / self.bytes_per_us[src, dst]
-
     def mean_transfer_us(self, nbytes):
         """Average time to send `nbytes` between two distinct devices (HEFT's rank costs)."""
         if self.n_devices < 2:
@@ -157,6 +165,12 @@ class PlacementProblem:
         off = ~np.eye(self.n_devices, dtype=bool)
         return (self.latency_us[off].mean()
                 + np.asarray(nbytes) * (1.0 / self.bytes_per_us[off]).mean())
+
+    def crossing_us(self, nbytes, extra_us, src, dst):
+        """What edges carrying `nbytes` whose consumers take `extra_us` more with a remote
+        input cost from device src to dst: the transfer and that extra (0 on one device)."""
+        transfer = self.latency_us[src, dst] + np.asarray(nbytes) / self.bytes_per_us[src, dst]
+        return np.where(np.asarray(src) == np.asarray(dst), 0.0, transfer + extra_us)
 
     def predecessors(self) -> list:
         pred = [[] for _ in range(self.n_groups)]
@@ -212,3 +226,21 @@ class PlacementProblem:
         """Modelled memory per device under a decision."""
         return np.bincount(np.asarray(group_devices, np.int64), weights=self.memory_bytes,
                            minlength=self.n_devices)
+
+
+def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
+    """Per group edge (a, b) of `edges`: the remote_extra_us (averaged over the devices) of
+    the ops of b that read a tensor of a, which they pay when the edge crosses devices."""
+    group_of = groups.group_of
+    extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
+    producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
+    consumer = simulation.edge_consumer
+    index = {edge: k for k, edge in enumerate(edges)}
+    total = np.zeros(len(edges))
+    paying = set()
+    for a, op in zip(producer, consumer):
+        b = group_of[op]
+        if a != b and extra[op] > 0 and (a, b, op) not in paying:
+            paying.add((a, b, op))
+            total[index[(a, b)]] += extra[op]
+    return total
