@@ -56,6 +56,10 @@ def test_arrays_for_the_simulator(graph):
     assert not share.any()                  # a profile that did not measure copies: none
     model.links["copy_share"] = 0.4
     assert model.link_arrays(["/device:CPU:0", "/device:CPU:1"])[2][1, 0] == 0.4
+    assert not model.remote_extra_us(graph, ["CPU"]).any()   # a profile that did not look
+    model.ops["remote_extra_us"] = np.where(model.ops["op"] == graph.ops[2].name, 50.0, 0.0)
+    extra = model.remote_extra_us(graph, ["CPU"])
+    assert extra.shape == (len(graph), 1) and extra[2, 0] == 50.0 and extra.sum() == 50.0
     with pytest.raises(ValueError, match="GPU"):
         model.compute_us(graph, ["GPU"])
     with pytest.raises(ValueError, match="no link"):

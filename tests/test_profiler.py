@@ -2,6 +2,7 @@
 
 import time
 
+import pandas as pd
 import pytest
 
 import tf_placeto as tp
@@ -34,6 +35,8 @@ def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path):
     start = time.perf_counter()
     second = profile(graph, runtime, cache=str(tmp_path), say=messages.append)
     assert second.cached and time.perf_counter() - start < 1.0
+    pd.testing.assert_series_equal(second.model.ops["remote_extra_us"],
+                                   first.model.ops["remote_extra_us"])
     assert any("found a profile in the cache" in m for m in messages)
 
 
