@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     import pandas as pd
 
+    from measure import say
     from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto import placers
@@ -73,9 +74,6 @@ def main(argv=None) -> int:
     from tf_placeto.policy.environment import fast_start
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
-
-    def say(message):
-        print(message, file=sys.stderr, flush=True)
 
     policy = args.policy or inference.pretrained_policy()
     link = None if args.link == "measured" else Link.parse(args.link)

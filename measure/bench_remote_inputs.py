@@ -31,13 +31,11 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
+    from measure import say
     from measure.measurer import RealMeasurer
     from measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.workload import load_workload
-
-    def say(message):
-        print(message, file=sys.stderr, flush=True)
 
     with open_runtime(cluster=args.cluster) as runtime:
         workload = load_workload(f"examples:{args.example}", runtime, say=say)

@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     import pandas as pd
 
+    from measure import say
     from measure.costmodel import Link
     from measure.runtime import open_runtime
     from tf_placeto.policy import inference, specs
@@ -65,8 +66,8 @@ def main(argv=None) -> int:
                 _, value, _ = inference.greedy_placement(problem, policy, initial)
                 row[f"zero_shot_{kind}_vs_algorithm"] = value / best_us
             rows.append(row)
-            print(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in row.items()), file=sys.stderr, flush=True)
+            say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in row.items()))
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_columns", None):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

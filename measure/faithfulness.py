@@ -81,13 +81,11 @@ def main(argv=None) -> int:
     import pandas as pd
 
     import tf_placeto as tp
+    from measure import say
     from measure.measurer import RealMeasurer, SimulatedMeasurer
     from measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.workload import load_workload
-
-    def say(message):
-        print(message, file=sys.stderr, flush=True)
 
     source = f"examples:{args.example}"
     with open_runtime(cluster=args.cluster) as runtime:

@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from tf_placeto.errors import PlacetoError
+from tf_placeto.placers.common import decision_and_info
 from tf_placeto.placers.problem import PlacementProblem
 
 # method name -> module under tf_placeto.placers; the order is the order of reports.
@@ -79,7 +80,7 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
         left = _time_left(module, options, start)
         decided = module.place(budget, seed=seed,
                                **(options if left is None else dict(options, time_limit=left)))
-        group_devices, info = decided if isinstance(decided, tuple) else (decided, {})
+        group_devices, info = decision_and_info(decided)
         tries.append((problem.check(group_devices), dict(info, memory_margin=margin)))
         left = _time_left(module, options, start)
         out_of_time = left is not None and left <= 0

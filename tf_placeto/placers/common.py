@@ -25,12 +25,15 @@ FAST_PLACERS = ("single", "round_robin", "metis", "m_topo", "m_etf", "m_sct", "h
 
 def fast_decisions(problem: PlacementProblem) -> list:
     """(name, device per group) of each of FAST_PLACERS."""
-    decisions = []
-    for name in FAST_PLACERS:
-        decided = importlib.import_module(f"tf_placeto.placers.{name}").place(problem)
-        decisions.append((name, problem.check(decided[0] if isinstance(decided, tuple)
-                                              else decided)))
-    return decisions
+    return [(name, problem.check(decision_and_info(
+        importlib.import_module(f"tf_placeto.placers.{name}").place(problem))[0]))
+        for name in FAST_PLACERS]
+
+
+def decision_and_info(decided) -> tuple:
+    """(device per group, info) from what a placer module's place() returns: the decision,
+    or the decision and its info."""
+    return decided if isinstance(decided, tuple) else (decided, {})
 
 
 def mean_compute_us(problem: PlacementProblem) -> np.ndarray:

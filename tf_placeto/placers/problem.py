@@ -231,16 +231,17 @@ class PlacementProblem:
 def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
     """Per group edge (a, b) of `edges`: the remote_extra_us (averaged over the devices) of
     the ops of b that read a tensor of a, which they pay when the edge crosses devices."""
-    group_of = groups.group_of
-    extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
-    producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
-    consumer = simulation.edge_consumer
-    index = {edge: k for k, edge in enumerate(edges)}
     total = np.zeros(len(edges))
-    paying = set()
-    for a, op in zip(producer, consumer):
-        b = group_of[op]
-        if a != b and extra[op] > 0 and (a, b, op) not in paying:
-            paying.add((a, b, op))
-            total[index[(a, b)]] += extra[op]
+    extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
+    if not extra.any():
+        return total
+    group_of = groups.group_of
+    consumer = simulation.edge_consumer
+    producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
+    paying = (producer != group_of[consumer]) & (extra[consumer] > 0)
+    # an op reading several tensors of one group pays once for that edge
+    reads = np.unique(np.stack([producer[paying], consumer[paying]], axis=1), axis=0)
+    index = {edge: k for k, edge in enumerate(edges)}
+    for a, op in reads:
+        total[index[(a, group_of[op])]] += extra[op]
     return total
