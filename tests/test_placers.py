@@ -121,6 +121,20 @@ def test_hopeless_memory_still_gets_a_decision(method, small_cnn_groups, two_dev
     assert placers.place(method, capped).group_devices.shape == (capped.n_groups,)
 
 
+def test_memory_repair_moves_groups_until_the_simulated_peak_fits(two_devices):
+    """Where the modelled memory misjudged a decision, single moves chosen in the simulator
+    make it fit; where nothing can fit, there is no repaired decision."""
+    from tf_placeto.placers.common import memory_repair
+
+    everything_on_one = np.zeros(two_devices.n_groups, np.int64)
+    peak = two_devices.single_device_peak_bytes
+    capped = two_devices.with_capacity([0.9 * peak] * 2)
+    assert not capped.simulate(everything_on_one).feasible
+    decision, moved = memory_repair(capped, everything_on_one)
+    assert moved > 0 and capped.simulate(decision).feasible
+    assert memory_repair(two_devices.with_capacity([0.3 * peak] * 2), everything_on_one) is None
+
+
 def test_single_picks_the_fastest_device_that_holds_the_graph(small_cnn_groups, two_devices):
     from tf_placeto.placers.single import all_on
 

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from tf_placeto.errors import PlacetoError
-from tf_placeto.placers.common import decision_and_info
+from tf_placeto.placers.common import decision_and_info, memory_repair
 from tf_placeto.placers.problem import PlacementProblem
 
 # method name -> module under tf_placeto.placers; the order is the order of reports.
@@ -62,18 +62,22 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
 
     With finite device memory, the decision is simulated, and when it does not fit the placer
     is run again on a budget of MEMORY_MARGINS of the capacity (the time of every try counts);
-    `info["memory_margin"]` says which budget it took; if none fits, the plan made on the full
-    capacity stands. A placer whose module sets SIMULATES_MEMORY (it judges its placements'
-    memory in the simulator already) runs once, and a time limit (the `time_limit` option, or
-    the module's TIME_LIMIT_S) bounds all tries together.
+    `info["memory_margin"]` says which budget it took. If none fits, the plan that exceeds the
+    limit least stands, or, where `common.memory_repair` makes it fit by moving groups one
+    by one, the repaired plan (`info["memory_moves"]` says how many moved).
+    A placer whose module sets SIMULATES_MEMORY (it judges its placements' memory in the
+    simulator already) or SPLITS = False (one device is what it means) runs once. A time
+    limit (the `time_limit` option, or the module's TIME_LIMIT_S) bounds all tries together;
+    the repair's simulations are bounded by their own count.
     """
     if method not in _MODULES:
         raise PlacetoError(f"unknown placement method {method!r}; methods: {', '.join(names())}")
     module = importlib.import_module(f"tf_placeto.placers.{_MODULES[method]}")
     limited = bool(np.isfinite(problem.capacity_bytes).any())
-    retry = limited and not getattr(module, "SIMULATES_MEMORY", False)
+    retry = limited and not getattr(module, "SIMULATES_MEMORY", False) \
+        and getattr(module, "SPLITS", True)
     start = time.perf_counter()
-    tries = []
+    tries = []                          # (memory excess, decision, info)
     for margin in MEMORY_MARGINS if retry else (1.0,):
         budget = problem if margin == 1.0 else problem.with_capacity(
             problem.capacity_bytes * margin)
@@ -81,15 +85,17 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **options) -> P
         decided = module.place(budget, seed=seed,
                                **(options if left is None else dict(options, time_limit=left)))
         group_devices, info = decision_and_info(decided)
-        tries.append((problem.check(group_devices), dict(info, memory_margin=margin)))
+        group_devices = problem.check(group_devices)
+        excess = problem.simulate(group_devices).memory_excess_bytes if retry else 0.0
+        tries.append((excess, group_devices, dict(info, memory_margin=margin)))
         left = _time_left(module, options, start)
-        out_of_time = left is not None and left <= 0
-        if not retry or out_of_time or problem.simulate(tries[-1][0]).feasible:
+        if excess == 0.0 or (left is not None and left <= 0):
             break
-    else:
-        tries.append(tries[0])          # nothing fits: the plan made on the full capacity
+    excess, group_devices, info = min(tries, key=lambda attempt: attempt[0])
+    repaired = memory_repair(problem, group_devices) if excess > 0 else None
+    if repaired is not None:
+        group_devices, info["memory_moves"] = repaired
     elapsed = time.perf_counter() - start
-    group_devices, info = tries[-1]
     if not limited:
         info.pop("memory_margin")
     return PlacerResult(method, group_devices, elapsed, info)

@@ -4,7 +4,8 @@ Costs seen the same way by every placer (a group's compute averaged over the dev
 run it, the bytes between groups in both directions, how soon a group may follow another at op
 level), the memory test every placer applies before it puts a group somewhere, `repair`,
 which makes a decision obey the kernel rules and, where it can, the memory capacities, moving
-the groups whose move cuts the fewest bytes, the search cost of the placers that search, and
+the groups whose move cuts the fewest bytes, `memory_repair`, which does the same against the
+simulated peaks, the search cost of the placers that search, and
 the decisions of the fast placers, which the searching placers start from.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from typing import Optional
 
 import numpy as np
 import scipy.sparse
@@ -171,6 +173,46 @@ def repair(problem: PlacementProblem, group_devices) -> tuple:
         load[target] += problem.memory_bytes[g]
         moved += 1
     return devices, moved
+
+
+# Simulations `memory_repair` may spend: a few hundred milliseconds on Inception-V3.
+MEMORY_REPAIR_EVALUATIONS = 200
+
+
+def memory_repair(problem: PlacementProblem, group_devices) -> Optional[tuple]:
+    """(decision, groups moved): the decision with single groups moved off the devices whose
+    simulated peak passes their capacity, for when the modelled memory misjudged it; None
+    when no fitting decision was found.
+
+    Each move is the one, among moves of a group off an overflowing device (largest modelled
+    memory first), that lowers the simulated excess most, then the step time; it stops when
+    everything fits, no move lowers the excess, or MEMORY_REPAIR_EVALUATIONS simulations are
+    spent.
+    """
+    devices = problem.check(group_devices).copy()
+    result = problem.simulate(devices)
+    best = (result.memory_excess_bytes, result.step_time_us)
+    evaluations, moved = 1, 0
+    by_memory = np.argsort(-problem.memory_bytes, kind="stable")
+    while best[0] > 0 and evaluations < MEMORY_REPAIR_EVALUATIONS:
+        over = result.peak_memory_bytes > problem.capacity_bytes
+        moves = [(g, d) for g in by_memory[over[devices[by_memory]]]
+                 for d in np.flatnonzero(problem.allowed[g]) if d != devices[g]]
+        chosen = None
+        for g, d in moves[:MEMORY_REPAIR_EVALUATIONS - evaluations]:
+            trial = devices.copy()
+            trial[g] = d
+            trial_result = problem.simulate(trial)
+            evaluations += 1
+            score = (trial_result.memory_excess_bytes, trial_result.step_time_us)
+            if score < best:
+                best, chosen, candidate = score, (g, d), trial_result
+        if chosen is None:
+            break
+        devices[chosen[0]] = chosen[1]
+        result = candidate
+        moved += 1
+    return (devices, moved) if best[0] == 0 else None
 
 
 def _local_bytes(problem, links, groups, devices, load) -> np.ndarray:

@@ -12,6 +12,9 @@ import numpy as np
 
 from tf_placeto.placers.problem import PlacementProblem
 
+# One device is what this placer means: placers.place never re-plans or splits it for memory.
+SPLITS = False
+
 
 def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
     """seed: unused (the choice is deterministic)."""
