@@ -1,4 +1,4 @@
-"""Benchmark: the shipped Placeto policy zero-shot on many unseen family members (a script).
+"""Benchmark: a Placeto policy (by default the shipped one) zero-shot on unseen family members.
 
     python -m measure.bench_transfer [--families cifar10 ptb nmt_family] [--members 8-11]
                                      [--devices 2 4 8] [--policy DIR] [--cluster local:2]
@@ -8,10 +8,13 @@ The shipped policy was trained on members 0-7 of each family; members 8 and up a
 has never seen. For each unseen member and device count, in simulation with profiled op costs
 and Placeto's K80 links (as in measure.bench_placeto): the best algorithmic placer's step, and
 one greedy episode of the policy from each start, "random" (the paper's: what the policy finds
-on its own) and "fast" (the best decision of the fast placers, which it improves). Prints the
-table, then per start the geometric mean of zero-shot / best algorithm, how many problems are
-within 10% of it and how many beat it. A zero-shot placement needs no training: this takes
-minutes, where measure.bench_placeto's per-graph training takes most of an hour.
+on its own) and "fast" (the best decision of the fast placers, which it improves). The answer
+is the best placement the episode walked through; the table also gives how many devices that
+answer uses, and how the placement the walk ends on compares. Prints the table, then per start
+the geometric mean of zero-shot / best algorithm, how many problems are within 10% of it and
+how many beat it, the devices used, and the geometric mean where the walk ends. A zero-shot
+placement needs no training: this takes minutes, where measure.bench_placeto's per-graph
+training takes most of an hour.
 """
 
 from __future__ import annotations
@@ -63,8 +66,11 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3}
             for kind, initial in (("random", None), ("fast", fast_devices)):
-                _, value, _ = inference.greedy_placement(problem, policy, initial)
+                devices, value, objectives = inference.greedy_placement(problem, policy,
+                                                                        initial)
                 row[f"zero_shot_{kind}_vs_algorithm"] = value / best_us
+                row[f"walk_end_{kind}_vs_algorithm"] = objectives[-1] / best_us
+                row[f"zero_shot_{kind}_devices"] = len(np.unique(devices))
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items()))
@@ -73,9 +79,13 @@ def main(argv=None) -> int:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for kind in ("random", "fast"):
         ratios = table[f"zero_shot_{kind}_vs_algorithm"]
+        ends = table[f"walk_end_{kind}_vs_algorithm"]
+        used = table[f"zero_shot_{kind}_devices"]
         print(f"zero-shot from the {kind} start against the best algorithm, {len(ratios)} unseen "
               f"problems: geometric mean {np.exp(np.log(ratios).mean()):.3f}x; within 10%: "
-              f"{int((ratios <= 1.1).sum())}; faster: {int((ratios < 1.0).sum())}")
+              f"{int((ratios <= 1.1).sum())}; faster: {int((ratios < 1.0).sum())}; "
+              f"devices used: {used.mean():.2f} on average, one on {int((used == 1).sum())}; "
+              f"where the walk ends: {np.exp(np.log(ends).mean()):.3f}x")
     if args.csv:
         table.to_csv(args.csv, index=False)
     return 0

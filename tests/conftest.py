@@ -22,3 +22,17 @@ def small_cnn_model():
     from examples import registry
 
     return registry.saved_model_path("small_cnn")
+
+
+@pytest.fixture(scope="module")
+def policy_problems(small_cnn_model, mlp_model, tmp_path_factory):
+    """Two graphs, on 2 and 3 devices: problems of different sizes for one policy network."""
+    import tf_placeto as tp
+    from measure.runtime import Runtime
+    from tf_placeto.workload import load_workload
+
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    cache = str(tmp_path_factory.mktemp("profiles"))
+    cnn = load_workload(small_cnn_model, runtime, max_groups=12, cache=cache)
+    mlp = load_workload(mlp_model, runtime, max_groups=6, cache=cache)
+    return [cnn.problem(2), mlp.problem(3)]

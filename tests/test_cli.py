@@ -224,11 +224,14 @@ def test_placing_bad_input_gives_one_line(args, message):
 def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--devices", "2", "--out", str(out),
-                     "--steps", "2", "--episodes", "2", "--start", "fast", "--cache", cache)
+                     "--steps", "2", "--episodes", "2", "--start", "fast", "--imitate", "3",
+                     "--cache", cache)
     assert result.returncode == 0, result.stderr
+    assert "after 3 epochs of imitation" in result.stdout
     assert "trained 2 iterations on 1 problems" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
-    assert len(json.loads((out / "training.json").read_text())["iterations"]) == 2
+    log = json.loads((out / "training.json").read_text())
+    assert len(log["iterations"]) == 2 and len(log["imitation"]) == 3
     placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
                      "--policy", str(out), "--start", "random", "--simulate", "--cache", cache,
                      "--json")
@@ -240,7 +243,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--devices", "9"], "--devices 9: the policy places on 2 to 8 devices"),
     (["--devices", "2", "--members", "5-2"], "--members '5-2': write A-B"),
-    (["--devices", "2", "--steps", "0"], "--steps must be at least 1"),
+    (["--devices", "2", "--steps", "0"], "the iterations must be at least 1 (0 with imitation)"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path):
     result = run_cli("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"), *args)

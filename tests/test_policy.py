@@ -7,30 +7,17 @@ import textwrap
 import numpy as np
 import pytest
 
-import tf_placeto as tp
 from helpers import run_python
-from measure.runtime import Runtime
 from tf_placeto.policy import specs
 from tf_placeto.policy.training import Baselines, Trainer, TrainingConfig
-from tf_placeto.workload import load_workload
 
 TINY = TrainingConfig(episodes=2, embedding=8, rounds=2, seed=3)
 
 
-@pytest.fixture(scope="module")
-def problems(small_cnn_model, mlp_model, tmp_path_factory):
-    """Two graphs, on 2 and 3 devices: problems of different sizes for one network."""
-    runtime = Runtime.local(tp.DeviceSet.local(2))
-    cache = str(tmp_path_factory.mktemp("profiles"))
-    cnn = load_workload(small_cnn_model, runtime, max_groups=12, cache=cache)
-    mlp = load_workload(mlp_model, runtime, max_groups=6, cache=cache)
-    return [cnn.problem(2), mlp.problem(3)]
-
-
-def test_an_episode_places_every_group_once_and_returns_the_speedup(problems):
+def test_an_episode_places_every_group_once_and_returns_the_speedup(policy_problems):
     from tf_placeto.policy.environment import PlacementEnvironment
 
-    problem = problems[0]
+    problem = policy_problems[0]
     env = PlacementEnvironment([problem], seed=0)
     step = env.reset()
     for key, spec in env.observation_spec().items():
@@ -49,10 +36,10 @@ def test_an_episode_places_every_group_once_and_returns_the_speedup(problems):
     assert env.best[0][0] <= min(first, final) + 1e-6
 
 
-def test_devices_that_are_absent_or_lack_a_kernel_are_masked(problems):
+def test_devices_that_are_absent_or_lack_a_kernel_are_masked(policy_problems):
     from tf_placeto.policy.environment import Episode, GraphView
 
-    problem = problems[1]
+    problem = policy_problems[1]
     compute = problem.compute_us.copy()
     compute[0, 1] = np.inf                          # group 0 has no kernel on device 1
     import dataclasses
@@ -64,7 +51,7 @@ def test_devices_that_are_absent_or_lack_a_kernel_are_masked(problems):
     assert episode.devices[0] == before
 
 
-def test_one_network_places_graphs_of_any_size_without_retracing(problems):
+def test_one_network_places_graphs_of_any_size_without_retracing(policy_problems):
     import tensorflow as tf
     from tf_agents.utils import common
 
@@ -77,7 +64,7 @@ def test_one_network_places_graphs_of_any_size_without_retracing(problems):
                              tensor_spec.from_spec(specs.action_spec()), embedding=8, rounds=2)
     call = common.function(lambda observation: network(observation)[0].probs_parameter())
     traces = []
-    for problem in problems:
+    for problem in policy_problems:
         observation = Episode(GraphView(problem)).observation()
         probabilities = call({k: tf.constant(v[None]) for k, v in observation.items()})[0]
         assert probabilities.shape == (specs.MAX_DEVICES,)
@@ -98,13 +85,13 @@ def test_baselines_turn_returns_into_advantages():
     np.testing.assert_allclose(shaped_returns, [[1 - 6, 1 - 5, 1 - 3]])
 
 
-def test_training_resumes_where_it_stopped_and_exports_a_policy(problems, tmp_path):
+def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems, tmp_path):
     out = str(tmp_path / "run")
-    trainer = Trainer(problems, out, TINY)
+    trainer = Trainer(policy_problems, out, TINY)
     history = trainer.run(2)
     assert [row["iteration"] for row in history] == [1, 2]
     assert all(np.isfinite(row["loss"]) for row in history)
-    resumed = Trainer(problems, out, TINY)              # as if the first run had been killed
+    resumed = Trainer(policy_problems, out, TINY)       # as if the first run had been killed
     assert resumed.iterations_done == 2
     assert [row["iteration"] for row in resumed.run(3)] == [1, 2, 3]
     policy = resumed.export()
@@ -115,20 +102,20 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(problems, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def trained(problems, tmp_path_factory):
+def trained(policy_problems, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("policy"))
-    trainer = Trainer(problems, out, TINY)
+    trainer = Trainer(policy_problems, out, TINY)
     trainer.run(2)
     trainer.export()
     return out
 
 
-def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, problems, tmp_path):
+def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, policy_problems, tmp_path):
     """The exported policy runs where tf-agents and legacy Keras are absent."""
     import pickle
 
     problem_file = tmp_path / "problem.pkl"
-    problem_file.write_bytes(pickle.dumps(problems[0]))
+    problem_file.write_bytes(pickle.dumps(policy_problems[0]))
     result = run_python(textwrap.dedent(f"""
         import json, pickle, sys
         import keras                                    # Keras 3 chosen first
@@ -140,16 +127,16 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, problems, tm
     """))
     placed = json.loads(result.stdout.splitlines()[-1])
     assert not placed["tf_agents"] and placed["keras"].startswith("3")
-    assert len(placed["devices"]) == problems[0].n_groups and placed["value"] > 0
+    assert len(placed["devices"]) == policy_problems[0].n_groups and placed["value"] > 0
 
 
 @pytest.mark.parametrize("start", ["random", "fast"])
-def test_placeto_placer_zero_shot_and_fine_tuned(trained, problems, start):
+def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start):
     from tf_placeto.placers.common import FAST_PLACERS
     from tf_placeto.policy import inference
     from tf_placeto.policy.environment import fast_start
 
-    problem = problems[0]
+    problem = policy_problems[0]
     zero_shot, info = inference.place(problem, policy_dir=trained, start=start)
     assert zero_shot.shape == (problem.n_groups,) and info["budget"] == 0
     tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2, start=start)
@@ -168,10 +155,10 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, problems, start):
         assert info["start"] == "random"
 
 
-def test_episodes_go_on_from_the_previous_placement_or_restart_from_a_fixed_one(problems):
+def test_episodes_go_on_from_the_previous_placement_or_restart_from_a_fixed_one(policy_problems):
     from tf_placeto.policy.environment import PlacementEnvironment
 
-    problem = problems[1]
+    problem = policy_problems[1]
     initial = np.zeros(problem.n_groups, np.int64)
     for restart in ("fixed", "previous"):
         env = PlacementEnvironment([problem], seed=0, restart=restart, initial=[initial])

@@ -1,5 +1,5 @@
 """PlacementProblem: pins hold groups on a device, through coarsening too; what a cut
-edge costs."""
+edge costs; devices alike are renamed freely."""
 
 import numpy as np
 import pytest
@@ -54,3 +54,19 @@ def test_an_edge_carries_the_remote_extra_of_the_ops_that_read_across_it(problem
     assert slow.crossing_us(0.0, slow.edge_extra_us, 0, 0).max() == 0.0
     assert np.allclose(slow.crossing_us(slow.edge_bytes, slow.edge_extra_us, 0, 1),
                        problem.crossing_us(problem.edge_bytes, 0.0, 0, 1) + slow.edge_extra_us)
+
+
+def test_interchangeable_devices_are_renamed_by_first_use():
+    problem = build_problem(grouped_example("small_cnn", 32), 3)
+    assert problem.interchangeable
+    decision = np.arange(problem.n_groups) % 3
+    renamed = problem.canonical((decision + 2) % 3)     # the same split under other names
+    np.testing.assert_array_equal(renamed, decision)
+    assert problem.simulate(renamed).step_time_us == pytest.approx(
+        problem.simulate((decision + 2) % 3).step_time_us)
+    pinned = problem.with_pins({0: 2})                  # device 2 now differs from the others
+    smaller = problem.with_capacity([1e9, 1e9, 1e8])
+    for different in (pinned, smaller):
+        assert not different.interchangeable
+        kept = np.full(problem.n_groups, 2)
+        np.testing.assert_array_equal(different.canonical(kept), kept)

@@ -56,8 +56,8 @@ def test_links_between_worker_processes_cost_time():
     """A tensor between two processes crosses gRPC: latency and finite bandwidth, not free."""
     from measure.cluster import LocalCluster
 
-    with LocalCluster(2) as cluster:
-        links = calibrate_links(Runtime.on_cluster(cluster), runs=2)
+    with LocalCluster(2) as cluster:      # the fastest of 4 runs: robust to a busy machine
+        links = calibrate_links(Runtime.on_cluster(cluster), runs=4)
     assert (links["latency_us"] > 20).all()
     assert (links["bytes_per_us"] < 1e5).all()
 

@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 500)")
     train.add_argument("--episodes", metavar="K", type=int, default=4,
                        help="parallel episodes per iteration (default 4)")
+    train.add_argument("--imitate", metavar="EPOCHS", type=int, default=0,
+                       help="before the iterations, teach the policy the fast placers' best "
+                            "decision of each problem for EPOCHS passes (behaviour cloning; "
+                            "default 0: none)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
     train.add_argument("--start", choices=["random", "fast"], default="random",
                        help="where every episode starts: random (default), the Placeto paper's "
@@ -604,7 +608,11 @@ def _train(args) -> int:
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
 
-    _positive(args.steps, "--steps")
+    if args.imitate < 0 or args.steps < (0 if args.imitate else 1):
+        from tf_placeto.errors import PlacetoError
+
+        raise PlacetoError(f"--steps {args.steps} --imitate {args.imitate}: the iterations must "
+                           "be at least 1 (0 with imitation), the epochs at least 0")
     _positive(args.episodes, "--episodes")
     bad = [n for n in args.devices if not 2 <= n <= specs.MAX_DEVICES]
     if bad:
@@ -623,15 +631,22 @@ def _train(args) -> int:
             problems += [workload.problem(n, link=link) for n in args.devices]
     _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
          f"= {len(problems)} problems; writing to {args.out}")
-    initial = None
-    if args.start == "fast":
+    fast = None
+    if args.start == "fast" or args.imitate > 0:
         from tf_placeto.policy.environment import fast_start
 
-        initial = [fast_start(problem)[1] for problem in tqdm(
+        fast = [fast_start(problem)[1] for problem in tqdm(
             problems, desc="fast placers", unit="problem", file=sys.stderr, disable=None)]
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
                                                          episodes=args.episodes, seed=args.seed),
-                      initial=initial)
+                      initial=fast if args.start == "fast" else None)
+    if args.imitate > 0 and not trainer.imitation:
+        with tqdm(total=args.imitate, unit="epoch", desc="imitation", file=sys.stderr,
+                  disable=None) as bar:
+            def imitated(row):
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
+            trainer.imitate(fast, args.imitate, progress=imitated)
     with tqdm(total=args.steps, initial=trainer.iterations_done, unit="iteration",
               file=sys.stderr, disable=None) as bar:
         def progress(row):
@@ -641,10 +656,15 @@ def _train(args) -> int:
                             mean_return=f"{row['mean_return']:+.3f}")
         history = trainer.run(args.steps, progress=progress)
     policy = trainer.export()
-    last = history[-1] if history else {}
-    print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; best "
-          f"placements {last.get('best_speedup', float('nan')):.3f}x faster than one device "
-          f"on average (simulated); policy: {policy}")
+    if trainer.imitation:
+        print(f"after {len(trainer.imitation)} epochs of imitation, the policy's likeliest "
+              f"device was the fast placers' in {trainer.imitation[-1]['accuracy']:.1%} of "
+              "the moves")
+    if trainer.iterations_done:
+        print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; "
+              f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
+              "on average (simulated)")
+    print(f"policy: {policy}")
     return EXIT_OK
 
 

@@ -4,9 +4,9 @@ Costs seen the same way by every placer (a group's compute averaged over the dev
 run it, the bytes between groups in both directions, how soon a group may follow another at op
 level), the memory test every placer applies before it puts a group somewhere, `repair`,
 which makes a decision obey the kernel rules and, where it can, the memory capacities, moving
-the groups whose move cuts the fewest bytes, `memory_repair`, which does the same against the
-simulated peaks, the search cost of the placers that search, and
-the decisions of the fast placers, which the searching placers start from.
+the groups whose move cuts the fewest bytes, `memory_repair`, which moves groups until the
+simulated peaks fit, the search cost of the placers that search, and the decisions of the fast
+placers, which the searching placers start from.
 """
 
 from __future__ import annotations

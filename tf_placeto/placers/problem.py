@@ -158,6 +158,27 @@ class PlacementProblem:
         """(n_groups, n_devices) bool: the group has kernels for the device's type."""
         return np.isfinite(self.compute_us)
 
+    @property
+    def interchangeable(self) -> bool:
+        """Every device runs every group alike and holds as much, and every link is alike:
+        the device names in a decision are then arbitrary."""
+        off = ~np.eye(self.n_devices, dtype=bool)
+        return bool((self.compute_us == self.compute_us[:, :1]).all()
+                    and (self.capacity_bytes == self.capacity_bytes[0]).all()
+                    and (self.latency_us[off] == self.latency_us[off][:1]).all()
+                    and (self.bytes_per_us[off] == self.bytes_per_us[off][:1]).all())
+
+    def canonical(self, group_devices) -> np.ndarray:
+        """The same placement with interchangeable devices renamed in the order the groups
+        first use them (as given where devices differ)."""
+        group_devices = self.check(group_devices)
+        if not self.interchangeable:
+            return group_devices
+        used, first_use = np.unique(group_devices, return_index=True)
+        rename = np.empty(self.n_devices, np.int64)
+        rename[used[np.argsort(first_use)]] = np.arange(len(used))
+        return rename[group_devices]
+
     def mean_transfer_us(self, nbytes):
         """Average time to send `nbytes` between two distinct devices (HEFT's rank costs)."""
         if self.n_devices < 2:

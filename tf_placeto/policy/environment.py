@@ -149,12 +149,13 @@ RESTARTS = ("fixed", "previous")
 
 def fast_start(problem: PlacementProblem) -> tuple:
     """(name, device per group, objective of each): the decision of the fast placers
-    (placers.common.FAST_PLACERS) with the best objective, a start the policy can improve."""
+    (placers.common.FAST_PLACERS) with the best objective, a start the policy can improve,
+    its devices named in the order the groups first use them where they are alike."""
     objective = Objective(problem)
     decisions = fast_decisions(problem)
     values = [objective(devices)[0] for _, devices in decisions]
     name, devices = decisions[int(np.argmin(values))]
-    return name, devices, values
+    return name, problem.canonical(devices), values
 
 
 class Episode:

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from tf_placeto.errors import PlacetoError
 from tf_placeto.policy import require_tf_agents, specs
 from tf_placeto.policy.environment import PlacementEnvironment
 
@@ -72,8 +73,8 @@ class Trainer:
                                                               multithreading=False)
         self.env = tf_py_environment.TFPyEnvironment(batched)
         self.step = tf.Variable(0, dtype=tf.int64, name="train_step")
-        self.agent = make_agent(self.env.time_step_spec(), self.env.action_spec(), config,
-                                self.step)
+        self.agent, self.actor = make_agent(self.env.time_step_spec(), self.env.action_spec(),
+                                            config, self.step)
         self.baselines = Baselines(config.baseline_window)
         self.checkpointer = common.Checkpointer(
             ckpt_dir=os.path.join(out, CHECKPOINTS), max_to_keep=2, agent=self.agent,
@@ -81,13 +82,34 @@ class Trainer:
         self.checkpointer.initialize_or_restore()
         self.baselines.load(os.path.join(out, CHECKPOINTS))
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
-        self.history = _read_log(os.path.join(out, LOG))["iterations"]
+        log = _read_log(os.path.join(out, LOG))
+        self.history, self.imitation = log["iterations"], log.get("imitation", [])
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
     @property
     def iterations_done(self) -> int:
         return int(self.step.numpy())
+
+    def imitate(self, decisions: Sequence, epochs: int, starts: int = 2,
+                progress: Callable[[dict], None] = lambda row: None) -> list:
+        """Teach the actor, before any reinforcement learning, to move each group to its
+        device in `decisions` (one per problem; imitation.py), from `starts` random starts per
+        problem, for `epochs` passes. Done once per directory: a resumed run finds it in
+        training.json and skips it. Returns each epoch's loss and accuracy."""
+        from tf_placeto.policy.imitation import Demonstrations, imitate
+
+        if self.imitation or epochs <= 0:
+            return self.imitation
+        if self.iterations_done:
+            raise PlacetoError(f"{self.out} has {self.iterations_done} iterations of "
+                               "reinforcement learning already; imitation comes before them")
+        demonstrations = Demonstrations.record(self.problems, decisions, starts,
+                                               seed=self.config.seed)
+        self.imitation = imitate(self.actor, demonstrations, epochs, seed=self.config.seed,
+                                 progress=progress)
+        self.save()
+        return self.imitation
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
             checkpoint_every: int = 10) -> list:
@@ -110,7 +132,8 @@ class Trainer:
     def save(self) -> None:
         self.checkpointer.save(self.step)
         self.baselines.save(os.path.join(self.out, CHECKPOINTS))
-        _write_log(os.path.join(self.out, LOG), dataclasses.asdict(self.config), self.history)
+        _write_log(os.path.join(self.out, LOG), dataclasses.asdict(self.config), self.history,
+                   self.imitation)
 
     def export(self) -> str:
         """The greedy policy as a SavedModel (TF-Agents' PolicySaver) under out/policy."""
@@ -159,8 +182,8 @@ class Trainer:
         return row
 
 
-def make_agent(time_step_spec, action_spec, config: TrainingConfig, step):
-    """REINFORCE (Placeto's) or PPO over PlacetoNetwork(s)."""
+def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:
+    """(agent, its actor network): REINFORCE (Placeto's) or PPO over PlacetoNetwork(s)."""
     import tensorflow as tf
 
     from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
@@ -189,7 +212,7 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step):
             normalize_returns=False, gradient_clipping=config.gradient_clipping,
             entropy_regularization=config.entropy, train_step_counter=step)
     agent.initialize()
-    return agent
+    return agent, actor
 
 
 def _run_episodes(env, act):
@@ -272,9 +295,10 @@ def _read_log(path: str) -> dict:
         return json.load(f)
 
 
-def _write_log(path: str, config: dict, history: list) -> None:
+def _write_log(path: str, config: dict, history: list, imitation: list) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"config": config, "max_groups": specs.MAX_GROUPS,
-                   "max_devices": specs.MAX_DEVICES, "iterations": history}, f, indent=1)
+                   "max_devices": specs.MAX_DEVICES, "imitation": imitation,
+                   "iterations": history}, f, indent=1)
     os.replace(tmp, path)

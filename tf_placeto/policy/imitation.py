@@ -1,0 +1,108 @@
+"""The policy's first lessons: imitating the fast placers' decisions (behaviour cloning).
+
+Trained by REINFORCE alone from random starts, the shipped policy's greedy episodes put every
+group on one device: a move's reward mostly pays for joining a group to its neighbours. So
+that training can start from a policy that splits, the network can first be taught, by
+cross-entropy, to move each group where a demonstration put it: the best decision of the fast
+placers (`environment.fast_start`). The demonstrated episodes walk from random starts through
+those moves, so the network sees what a greedy episode of a good policy would see. Devices that
+are interchangeable are renamed by first use in group order (`PlacementProblem.canonical`), so
+that a demonstration does not depend on which device a placer happened to call 0. What it did
+for transfer on the graph families (nothing measurable yet) is in BUILD.md."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.policy.environment import Episode, GraphView, start_placement
+
+
+@dataclasses.dataclass
+class Demonstrations:
+    """Observations (a dict of stacked arrays) and the demonstrated device of each."""
+
+    observations: dict
+    actions: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    @classmethod
+    def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
+               starts: int = 2, seed: int = 0) -> "Demonstrations":
+        """Per problem, `starts` episodes from random starts that move each group to its
+        device in the (canonical) decision."""
+        observations, actions = [], []
+        for index, (problem, decision) in enumerate(zip(problems, decisions)):
+            target = problem.canonical(decision)
+            view = GraphView(problem)
+            for start in range(starts):
+                episode = Episode(view, start_placement(problem, seed + 1000 * index + start))
+                while not episode.done:
+                    observations.append(episode.observation())
+                    actions.append(target[episode.position])
+                    episode.move(int(target[episode.position]))
+        stacked = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+        return cls(stacked, np.asarray(actions, np.int32))
+
+    def batches(self, size: int, rng: np.random.Generator):
+        """(observations, actions) in shuffled batches of `size`."""
+        order = rng.permutation(len(self))
+        for low in range(0, len(order), size):
+            chosen = order[low:low + size]
+            yield {key: value[chosen] for key, value in self.observations.items()}, \
+                self.actions[chosen]
+
+
+def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: int = 64,
+            learning_rate: float = 1e-3, seed: int = 0,
+            progress: Callable[[dict], None] = lambda row: None) -> list:
+    """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy; per
+    epoch, {"epoch", "loss", "accuracy"} (accuracy: how often its argmax is the device)."""
+    import tensorflow as tf
+
+    optimizer = tf.keras.optimizers.Adam(learning_rate)
+
+    @tf.function
+    def train(observation, action):
+        with tf.GradientTape() as tape:
+            logits = network(observation)[0].logits
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=action, logits=logits))
+        gradients = tape.gradient(loss, network.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, network.trainable_variables))
+        hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), action), tf.float32)
+        return loss, tf.reduce_sum(hits)
+
+    rng = np.random.default_rng(seed)
+    history = []
+    for epoch in range(1, epochs + 1):
+        losses, hits = [], 0.0
+        for observation, action in demonstrations.batches(batch_size, rng):
+            loss, hit = train(observation, action)
+            losses.append(float(loss) * len(action))
+            hits += float(hit)
+        row = {"epoch": epoch, "loss": sum(losses) / len(demonstrations),
+               "accuracy": hits / len(demonstrations)}
+        history.append(row)
+        progress(row)
+    return history
+
+
+def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> float:
+    """How often the network's most likely device is the demonstrated one."""
+    import tensorflow as tf
+
+    hits = 0
+    for low in range(0, len(demonstrations), batch_size):
+        observation = {key: value[low:low + batch_size]
+                       for key, value in demonstrations.observations.items()}
+        logits = network(observation)[0].logits
+        hits += int(tf.reduce_sum(tf.cast(tf.equal(
+            tf.argmax(logits, -1, output_type=tf.int32),
+            demonstrations.actions[low:low + batch_size]), tf.int32)))
+    return hits / max(len(demonstrations), 1)
