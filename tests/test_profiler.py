@@ -77,8 +77,6 @@ def test_remote_inputs_are_the_consumers_of_edges_that_cross(graph):
 def test_only_types_much_slower_with_remote_inputs_count():
     """Every op of the split run took 1.2x (a busy worker); MaxPoolGrad with a remote input
     10x; Neg 4x, but worth too little of the step to matter."""
-    import pandas as pd
-
     rows = [("Conv2D", False, 1000.0, 1200.0), ("Conv2D", True, 1000.0, 1250.0),
             ("MaxPoolGrad", True, 50.0, 600.0), ("Neg", True, 1.0, 4.8),
             ("Mul", False, 100.0, 120.0)]

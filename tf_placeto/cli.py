@@ -631,16 +631,19 @@ def _train(args) -> int:
             problems += [workload.problem(n, link=link) for n in args.devices]
     _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
          f"= {len(problems)} problems; writing to {args.out}")
-    fast = None
-    if args.start == "fast" or args.imitate > 0:
+
+    def fast_decisions():
         from tf_placeto.policy.environment import fast_start
 
-        fast = [fast_start(problem)[1] for problem in tqdm(
+        return [fast_start(problem)[1] for problem in tqdm(
             problems, desc="fast placers", unit="problem", file=sys.stderr, disable=None)]
+
+    fast = fast_decisions() if args.start == "fast" else None
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
                                                          episodes=args.episodes, seed=args.seed),
-                      initial=fast if args.start == "fast" else None)
-    if args.imitate > 0 and not trainer.imitation:
+                      initial=fast)
+    if args.imitate > 0 and not trainer.imitation:    # a resumed run has imitated already
+        fast = fast or fast_decisions()
         with tqdm(total=args.imitate, unit="epoch", desc="imitation", file=sys.stderr,
                   disable=None) as bar:
             def imitated(row):

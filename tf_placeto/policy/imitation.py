@@ -13,6 +13,7 @@ for transfer on the graph families (nothing measurable yet) is in BUILD.md."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -49,9 +50,9 @@ class Demonstrations:
         stacked = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
         return cls(stacked, np.asarray(actions, np.int32))
 
-    def batches(self, size: int, rng: np.random.Generator):
-        """(observations, actions) in shuffled batches of `size`."""
-        order = rng.permutation(len(self))
+    def batches(self, size: int, rng: np.random.Generator = None):
+        """(observations, actions) in batches of `size`, shuffled when given `rng`."""
+        order = np.arange(len(self)) if rng is None else rng.permutation(len(self))
         for low in range(0, len(order), size):
             chosen = order[low:low + size]
             yield {key: value[chosen] for key, value in self.observations.items()}, \
@@ -62,7 +63,8 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: in
             learning_rate: float = 1e-3, seed: int = 0,
             progress: Callable[[dict], None] = lambda row: None) -> list:
     """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy; per
-    epoch, {"epoch", "loss", "accuracy"} (accuracy: how often its argmax is the device)."""
+    epoch, {"epoch", "loss", "accuracy", "seconds"} (accuracy: how often its argmax is the
+    device)."""
     import tensorflow as tf
 
     optimizer = tf.keras.optimizers.Adam(learning_rate)
@@ -75,19 +77,20 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: in
                 labels=action, logits=logits))
         gradients = tape.gradient(loss, network.trainable_variables)
         optimizer.apply_gradients(zip(gradients, network.trainable_variables))
-        hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), action), tf.float32)
-        return loss, tf.reduce_sum(hits)
+        return loss, _hits(logits, action)
 
     rng = np.random.default_rng(seed)
     history = []
     for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
         losses, hits = [], 0.0
         for observation, action in demonstrations.batches(batch_size, rng):
             loss, hit = train(observation, action)
             losses.append(float(loss) * len(action))
             hits += float(hit)
         row = {"epoch": epoch, "loss": sum(losses) / len(demonstrations),
-               "accuracy": hits / len(demonstrations)}
+               "accuracy": hits / len(demonstrations),
+               "seconds": time.perf_counter() - start}
         history.append(row)
         progress(row)
     return history
@@ -95,14 +98,14 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: in
 
 def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> float:
     """How often the network's most likely device is the demonstrated one."""
+    hits = sum(float(_hits(network(observation)[0].logits, action))
+               for observation, action in demonstrations.batches(batch_size))
+    return hits / max(len(demonstrations), 1)
+
+
+def _hits(logits, actions):
+    """How many of a batch's most likely devices are the demonstrated ones."""
     import tensorflow as tf
 
-    hits = 0
-    for low in range(0, len(demonstrations), batch_size):
-        observation = {key: value[low:low + batch_size]
-                       for key, value in demonstrations.observations.items()}
-        logits = network(observation)[0].logits
-        hits += int(tf.reduce_sum(tf.cast(tf.equal(
-            tf.argmax(logits, -1, output_type=tf.int32),
-            demonstrations.actions[low:low + batch_size]), tf.int32)))
-    return hits / max(len(demonstrations), 1)
+    return tf.reduce_sum(tf.cast(
+        tf.equal(tf.argmax(logits, -1, output_type=tf.int32), actions), tf.float32))
