@@ -13,8 +13,8 @@ test: $(INSTALLED)
 
 venv: $(INSTALLED)
 
-# Reinstalled whenever setup.py (where the pins live) changes.
-$(INSTALLED): setup.py
+# Reinstalled whenever pyproject.toml (where the pins live) changes.
+$(INSTALLED): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e ".[test]"

@@ -60,8 +60,8 @@ def _where_to_run(cluster):
 
 def run(args) -> bool:
     import tf_placeto as tp
-    from measure.measurer import SimulatedMeasurer
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.compare import RealRuns, compare, printable
     from tf_placeto.plots import comparison_plot, gantt

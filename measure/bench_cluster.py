@@ -68,7 +68,7 @@ def main(argv=None) -> None:
     from tf_placeto import _quiet
 
     _quiet.set_tensorflow_environment()
-    from measure.cluster import LocalCluster
+    from tf_placeto.measure.cluster import LocalCluster
 
     with LocalCluster(2) as cluster:
         task0, task1 = cluster.device_names

@@ -23,7 +23,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     import tf_placeto as tp
-    from examples import registry
+    from tf_placeto.examples import registry
     from tf_placeto.graph.importer import import_graph_def
 
     path = registry.saved_model_path(args.example)

@@ -66,8 +66,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
-    from measure.costmodel import Link
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.costmodel import Link
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference, specs

@@ -32,8 +32,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
-    from measure.measurer import RealMeasurer
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import RealMeasurer
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.workload import load_workload
 

@@ -32,8 +32,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from measure.runtime import open_runtime
-    from measure.simulator import lower_bound_us, simulate
+    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.simulator import lower_bound_us, simulate
     from tf_placeto.workload import load_workload
 
     with open_runtime(cluster=args.cluster) as runtime:
@@ -70,7 +70,7 @@ def main(argv=None) -> None:
 def synthetic_problem(like, rng):
     """A random layered DAG shaped like `like` (a SimulationProblem): as many ops, edges and
     devices, the same costs and links; one output per op, inputs from the ~200 ops before it."""
-    from measure.simulator import SimulationProblem
+    from tf_placeto.measure.simulator import SimulationProblem
 
     n_ops, n_data, n_control = like.n_ops, len(like.edge_tensor), len(like.control_src)
     consumers = rng.integers(1, n_ops, size=n_data + n_control)

@@ -44,8 +44,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
-    from measure.costmodel import Link
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.costmodel import Link
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.policy import inference, specs
     from tf_placeto.policy.environment import fast_start
     from tf_placeto.workload import load_workload

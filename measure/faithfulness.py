@@ -82,8 +82,8 @@ def main(argv=None) -> int:
 
     import tf_placeto as tp
     from measure import say
-    from measure.measurer import RealMeasurer, SimulatedMeasurer
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.workload import load_workload
 

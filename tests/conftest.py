@@ -12,14 +12,14 @@ os.environ.setdefault("TF_PLACETO_CACHE", os.path.join(REPO, ".cache"))
 
 @pytest.fixture(scope="session")
 def mlp_model():
-    from examples import registry
+    from tf_placeto.examples import registry
 
     return registry.saved_model_path("mlp")
 
 
 @pytest.fixture(scope="session")
 def small_cnn_model():
-    from examples import registry
+    from tf_placeto.examples import registry
 
     return registry.saved_model_path("small_cnn")
 
@@ -28,7 +28,7 @@ def small_cnn_model():
 def policy_problems(small_cnn_model, mlp_model, tmp_path_factory):
     """Two graphs, on 2 and 3 devices: problems of different sizes for one policy network."""
     import tf_placeto as tp
-    from measure.runtime import Runtime
+    from tf_placeto.measure.runtime import Runtime
     from tf_placeto.workload import load_workload
 
     runtime = Runtime.local(tp.DeviceSet.local(2))

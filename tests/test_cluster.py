@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 from helpers import REPO
-from measure import cluster as cluster_module
+from tf_placeto.measure import cluster as cluster_module
 from measure.bench_cluster import chains_graph
-from measure.cluster import ClusterError, ExistingCluster, LocalCluster, parse_cluster
-from measure.worker import is_loopback, listen_addresses
+from tf_placeto.measure.cluster import ClusterError, ExistingCluster, LocalCluster, parse_cluster
+from tf_placeto.measure.worker import is_loopback, listen_addresses
 from tf_placeto.errors import PlacetoError
 
 FULL_TRACE = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
@@ -74,7 +74,7 @@ def running(pid: int) -> bool:
 
 
 def workers_of(parent_pid: int) -> list:
-    """Pids of the measure.worker processes started by `parent_pid`, found in /proc."""
+    """Pids of the tf_placeto.measure.worker processes started by `parent_pid`, found in /proc."""
     pids = []
     for entry in os.listdir("/proc"):
         try:
@@ -82,7 +82,7 @@ def workers_of(parent_pid: int) -> list:
                 args = cmdline.read().split(b"\0")
         except (FileNotFoundError, ProcessLookupError, NotADirectoryError, PermissionError):
             continue
-        if b"measure.worker" in args and str(parent_pid).encode() in args and running(int(entry)):
+        if b"tf_placeto.measure.worker" in args and str(parent_pid).encode() in args and running(int(entry)):
             pids.append(int(entry))
     return pids
 
@@ -342,7 +342,7 @@ def test_a_port_taken_after_the_pick_means_new_ports(monkeypatch):
 
 OWNER = """
 import json, sys, time
-from measure.cluster import LocalCluster
+from tf_placeto.measure.cluster import LocalCluster
 local = LocalCluster(2)
 try:
     print(json.dumps({"pids": local.pids, "logs": local.log_paths}), flush=True)

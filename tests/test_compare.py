@@ -3,7 +3,7 @@
 import pytest
 
 import tf_placeto as tp
-from measure.runtime import Runtime
+from tf_placeto.measure.runtime import Runtime
 from tf_placeto import placers
 from tf_placeto.compare import LOWER_BOUND, RealRuns, compare, printable
 from tf_placeto.plots import comparison_plot, gantt

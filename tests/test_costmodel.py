@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import tf_placeto as tp
-from measure.costmodel import CostModel, profile_key
+from tf_placeto.measure.costmodel import CostModel, profile_key
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_a_placed_copy_has_the_profile_of_its_source(graph, mlp_model, tmp_path)
 
 
 def test_simulated_devices_may_have_other_links(graph):
-    from measure.costmodel import Link
+    from tf_placeto.measure.costmodel import Link
 
     model = _model(graph)
     model.meta["devices"] = ["/device:CPU:0", "/device:CPU:1"]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import tf_placeto as tp
-from examples import families, registry
+from tf_placeto.examples import families, registry
 from helpers import REPO, run_cli
 from tf_placeto.errors import SourceError
 
@@ -165,7 +165,7 @@ def test_members_of_a_family_differ(graphs):
 
 def test_the_same_seed_builds_the_same_graph(graphs, tmp_path):
     again = str(tmp_path / "ptb-3")
-    subprocess.run([sys.executable, "-m", "examples.registry", "ptb-3", again], check=True,
+    subprocess.run([sys.executable, "-m", "tf_placeto.examples.registry", "ptb-3", again], check=True,
                    cwd=REPO, capture_output=True)
     assert [op.name for op in tp.import_graph(again).ops] == [op.name
                                                                for op in graphs("ptb-3").ops]

@@ -64,7 +64,7 @@ def test_round_robin_placement_of_a_keras_application(keras_app, tmp_path):
     assert len(original_devices) == 1
     assert [d.rsplit("/", 1)[-1] for d in placed_devices] == ["device:CPU:0", "device:CPU:1"]
 
-    from measure.runner import run_traced
+    from tf_placeto.measure.runner import run_traced
 
     traced = run_traced(out)
     placed = json.loads(placement.read_text())

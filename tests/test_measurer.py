@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import tf_placeto as tp
-from measure.measurer import RESULTS_FILE, RealMeasurer
-from measure.runtime import Runtime
+from tf_placeto.measure.measurer import RESULTS_FILE, RealMeasurer
+from tf_placeto.measure.runtime import Runtime
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_a_worker_dying_mid_measurement_fails_it_and_the_next_one_works(tmp_path
     import signal
     import threading
 
-    from measure.cluster import LocalCluster
+    from tf_placeto.measure.cluster import LocalCluster
 
     spinner = _Spinner(iterations=2_000_000)
     path = str(tmp_path / "spinner")

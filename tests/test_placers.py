@@ -17,7 +17,7 @@ LIST_SCHEDULERS = ["m_etf", "m_sct", "heft"]
 def estimated_cost_model(graph, remote_extra_us=0.0):
     """A profile without running anything: static work estimates, Placeto's link speed;
     `remote_extra_us` per op (or for all): what it takes more with a remote input."""
-    from measure.costmodel import CostModel
+    from tf_placeto.measure.costmodel import CostModel
     from tf_placeto.graph.work import estimate_work
 
     ops = pd.DataFrame({"op": [op.name for op in graph.ops], "device_type": "CPU",
@@ -41,7 +41,7 @@ def build_problem(groups, n_devices, capacity_bytes=None, remote_extra_us=0.0):
 
 def grouped_example(name, max_groups):
     import tf_placeto as tp
-    from examples import registry
+    from tf_placeto.examples import registry
 
     return tp.group(tp.import_graph(registry.saved_model_path(name)), max_groups=max_groups)
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import tf_placeto as tp
-from measure.profiler import (calibrate_links, profile, remote_input_ops, remote_slowdowns,
+from tf_placeto.measure.profiler import (calibrate_links, profile, remote_input_ops, remote_slowdowns,
                               single_device_placement)
-from measure.runtime import Runtime
+from tf_placeto.measure.runtime import Runtime
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_links_between_logical_cpus_are_fitted(runtime):
 
 def test_links_between_worker_processes_cost_time():
     """A tensor between two processes crosses gRPC: latency and finite bandwidth, not free."""
-    from measure.cluster import LocalCluster
+    from tf_placeto.measure.cluster import LocalCluster
 
     with LocalCluster(2) as cluster:      # the fastest of 4 runs: robust to a busy machine
         links = calibrate_links(Runtime.on_cluster(cluster), runs=4)

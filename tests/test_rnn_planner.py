@@ -11,7 +11,7 @@ import pytest
 
 import tf_placeto as tp
 from helpers import run_python
-from measure.costmodel import Link
+from tf_placeto.measure.costmodel import Link
 from test_placers import build_problem, estimated_cost_model, grouped_example
 from tf_placeto import placers
 from tf_placeto.placers.common import evaluations_to_within

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from measure.runner import example_feeds, run_traced
+from tf_placeto.measure.runner import example_feeds, run_traced
 from tf_placeto.graph.sources import load_source
 
 

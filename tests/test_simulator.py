@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from measure.simulator import (SimulationProblem, feasible, link_matrix, lower_bound_us,
+from tf_placeto.measure.simulator import (SimulationProblem, feasible, link_matrix, lower_bound_us,
                                simulate, variable_bytes)
 
 

@@ -125,8 +125,8 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     placer_options: the other placers' options (workload.PLACER_OPTIONS: start, rnn_budget,
     time_limit, objective).
     """
-    from measure.measurer import RealMeasurer, SimulatedMeasurer
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.errors import PlacetoError
     from tf_placeto.workload import MemoryLimit, load_workload
 

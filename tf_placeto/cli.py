@@ -356,8 +356,8 @@ def _positive(value, flag: str) -> None:
 
 def _profile(args) -> int:
     import tf_placeto as tp
-    from measure.profiler import profile
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.profiler import profile
+    from tf_placeto.measure.runtime import open_runtime
 
     _positive(args.runs, "--runs")
     graph = tp.import_graph(args.source, signature=args.signature)
@@ -386,10 +386,10 @@ def _profile(args) -> int:
 
 def _measure(args) -> int:
     import tf_placeto as tp
-    from measure.costmodel import profile_key
-    from measure.measurer import RealMeasurer, SimulatedMeasurer
-    from measure.profiler import profile
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.costmodel import profile_key
+    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
+    from tf_placeto.measure.profiler import profile
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.cache import cache_dir
 
     _positive(args.repeats, "--repeats")
@@ -491,8 +491,8 @@ def _place(args) -> int:
 def _compare(args) -> int:
     from tqdm import tqdm
 
-    from measure.costmodel import Link
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.costmodel import Link
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.compare import RealRuns, compare, printable
     from tf_placeto.errors import PlacetoError
@@ -549,9 +549,9 @@ def _compare(args) -> int:
 
 def _show(args) -> int:
     import tf_placeto as tp
-    from measure.measurer import SimulatedMeasurer
-    from measure.profiler import profile
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.profiler import profile
+    from tf_placeto.measure.runtime import open_runtime
 
     graph = tp.import_graph(args.source, signature=args.signature)
     placement = tp.Placement.from_json(args.placement) if args.placement else None
@@ -602,8 +602,8 @@ def _show(args) -> int:
 def _train(args) -> int:
     from tqdm import tqdm
 
-    from measure.costmodel import Link
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.costmodel import Link
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.policy import specs
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
@@ -673,7 +673,7 @@ def _train(args) -> int:
 
 def _expand_graphs(graphs, members) -> list:
     """examples:FAMILY -> its members (those in `members`, "A-B"); other sources as given."""
-    from examples import registry
+    from tf_placeto.examples import registry
     from tf_placeto.errors import PlacetoError
 
     first, last = 0, None
@@ -695,7 +695,7 @@ def _expand_graphs(graphs, members) -> list:
 
 
 def _examples(args) -> int:
-    from examples import registry
+    from tf_placeto.examples import registry
 
     for name in registry.names(include_large=True):
         print(f"examples:{name:<14} {registry.get(name).description}")

@@ -33,7 +33,7 @@ LOWER_BOUND = "lower bound"
 class RealRuns:
     """Measure each placement for real on `runtime` (its devices are the devices compared)."""
 
-    runtime: object           # measure.runtime.Runtime
+    runtime: object           # tf_placeto.measure.runtime.Runtime
     repeats: int = 5
     warmup: int = 1
     timeout_s: float = 600.0
@@ -47,7 +47,7 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             options: Optional[dict] = None, link=None) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
     options: placer options (workload.PLACER_OPTIONS: policy, budget, ...); link: simulate
-    devices joined by this measure.costmodel.Link instead of the measured links.
+    devices joined by this tf_placeto.measure.costmodel.Link instead of the measured links.
 
     table.attrs["group_devices"]: {(graph, devices, method): the decision, a device index per
     group}, so that a caller can write a placement out without deciding it again."""
@@ -117,7 +117,7 @@ def _against_the_optimum(problem, decisions, rows) -> None:
 
 
 def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
-    from measure.measurer import RealMeasurer
+    from tf_placeto.measure.measurer import RealMeasurer
 
     measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
                             repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)

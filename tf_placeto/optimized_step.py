@@ -151,8 +151,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     placed on the devices (on a copy of the variables), "simulate" predicts both from the
     profile, "auto" measures for real when all devices are in this process.
     """
-    from measure.measurer import RealMeasurer, SimulatedMeasurer
-    from measure.runtime import open_runtime
+    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
+    from tf_placeto.measure.runtime import open_runtime
     from tf_placeto import placers
     from tf_placeto.devices import DeviceSet, parse_device
     from tf_placeto.functions import PlacedStep, export_step

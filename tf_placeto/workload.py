@@ -77,7 +77,7 @@ class Workload:
     name: str                 # as the user named it: examples:NAME or a path
     graph: OpGraph
     groups: GroupGraph
-    cost_model: object        # measure.costmodel.CostModel
+    cost_model: object        # tf_placeto.measure.costmodel.CostModel
     profile_dir: str
     profile_cached: bool
     expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
@@ -143,7 +143,7 @@ class Workload:
     def problem(self, n_devices: Optional[int] = None, memory: Optional[MemoryLimit] = None,
                 link=None) -> PlacementProblem:
         """The placement problem on the profiled devices, or on `n_devices` simulated ones
-        (linked by `link`, a measure.costmodel.Link, instead of the measured links if given)."""
+        (linked by `link`, a tf_placeto.measure.costmodel.Link, instead of the measured links if given)."""
         if n_devices is None and link is None:
             names, model = self.profiled_devices, self.cost_model
         else:
@@ -160,8 +160,8 @@ class Workload:
 def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
                   signature: Optional[str] = None, cache: Optional[str] = None,
                   say: Callable[[str], None] = lambda message: None) -> Workload:
-    """Import, group and profile `source` on `runtime` (a measure.runtime.Runtime)."""
-    from measure.profiler import profile
+    """Import, group and profile `source` on `runtime` (a tf_placeto.measure.runtime.Runtime)."""
+    from tf_placeto.measure.profiler import profile
     from tf_placeto.api import group, import_graph
 
     graph = import_graph(source, signature=signature)
@@ -173,9 +173,9 @@ def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
 
 
 def _expert_layers(source) -> tuple:
-    """The bundled examples know their layers (examples.registry); other graphs: none."""
+    """The bundled examples know their layers (tf_placeto.examples.registry); other graphs: none."""
     if isinstance(source, str) and source.startswith("examples:"):
-        from examples import registry
+        from tf_placeto.examples import registry
 
         return registry.get(source[len("examples:"):]).expert_layers
     return ()

@@ -61,7 +61,7 @@ def load_source(source, *example_args, signature: Optional[str] = None) -> Sourc
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if text.startswith("examples:"):
-            from examples import registry
+            from tf_placeto.examples import registry
 
             return load_source(registry.saved_model_path(text[len("examples:"):]),
                                signature=signature)

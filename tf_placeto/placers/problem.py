@@ -2,7 +2,7 @@
 
 Every placer (algorithmic or learned) sees one `PlacementProblem`: the group graph of
 tf_placeto.graph.grouping, the devices, and, per group and device, what running the group
-there costs, all derived from one profile (a measure.costmodel.CostModel) through the op-level
+there costs, all derived from one profile (a tf_placeto.measure.costmodel.CostModel) through the op-level
 simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
 step at op level, which is what every placer is compared on.
 
@@ -42,7 +42,7 @@ class PlacementProblem:
     latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0
     bytes_per_us: np.ndarray      # (n_devices, n_devices), diagonal inf
     capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
-    simulation: object            # measure.simulator.SimulationProblem (op level)
+    simulation: object            # tf_placeto.measure.simulator.SimulationProblem (op level)
     single_device_peak_bytes: float = 0.0
     edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
     feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
@@ -60,7 +60,7 @@ class PlacementProblem:
 
         capacity_bytes: memory per device (default unlimited).
         """
-        from measure.measurer import SimulatedMeasurer
+        from tf_placeto.measure.measurer import SimulatedMeasurer
 
         capacity = None if capacity_bytes is None else dict(zip(devices.names, capacity_bytes))
         measurer = SimulatedMeasurer(groups.op_graph, cost_model, devices,
@@ -74,7 +74,7 @@ class PlacementProblem:
 
         capacity_bytes: per device (default: the simulation's own memory capacity).
         """
-        from measure.simulator import simulate
+        from tf_placeto.measure.simulator import simulate
 
         n_groups, n_devices = len(groups), simulation.n_devices
         op_cost = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
@@ -227,8 +227,8 @@ class PlacementProblem:
         return group_devices
 
     def simulate(self, group_devices, schedule: bool = False):
-        """The op-level simulation of one decision (measure.simulator.SimulationResult)."""
-        from measure.simulator import simulate
+        """The op-level simulation of one decision (tf_placeto.measure.simulator.SimulationResult)."""
+        from tf_placeto.measure.simulator import simulate
 
         return simulate(self.simulation, self.op_devices(self.check(group_devices)),
                         schedule=schedule)
@@ -239,7 +239,7 @@ class PlacementProblem:
             [self.device_names[d] for d in self.check(group_devices)])
 
     def lower_bound_us(self) -> float:
-        from measure.simulator import lower_bound_us
+        from tf_placeto.measure.simulator import lower_bound_us
 
         return lower_bound_us(self.simulation)
 

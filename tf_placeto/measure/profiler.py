@@ -22,12 +22,12 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 
-from measure import step_stats
-from measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
+from tf_placeto.measure import step_stats
+from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
                                profile_key)
-from measure.runner import OK, ModelRunner
-from measure.runtime import Runtime
-from measure.simulator import simulate
+from tf_placeto.measure.runner import OK, ModelRunner
+from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.simulator import simulate
 from tf_placeto.cache import cache_dir
 from tf_placeto.errors import PlacetoError
 from tf_placeto.graph.colocation import colocation_sets
@@ -262,7 +262,7 @@ def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
     one factor) until the simulated step matches the real one. Nothing is fitted when the two
     devices differ in type or nothing crosses. What was found goes to meta["crossing"].
     """
-    from measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.measurer import SimulatedMeasurer
     from tf_placeto.devices import DeviceSet
     from tf_placeto.graph.grouping import group_ops
 

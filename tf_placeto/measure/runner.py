@@ -19,8 +19,8 @@ from typing import Optional
 
 import numpy as np
 
-from measure import step_stats
-from measure.runtime import Runtime
+from tf_placeto.measure import step_stats
+from tf_placeto.measure.runtime import Runtime
 from tf_placeto.errors import first_line
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.importer import import_graph_def

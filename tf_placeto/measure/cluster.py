@@ -7,7 +7,7 @@ servers someone else runs. Both give a `target` for `tf.compat.v1.Session`, the 
 to place ops on, and a `session_config()` for that Session.
 
 Local workers never outlive their cluster: they stop on close(), at interpreter exit, on
-SIGINT/SIGTERM of this process, and when this process dies by any means (see measure.worker).
+SIGINT/SIGTERM of this process, and when this process dies by any means (see tf_placeto.measure.worker).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 
-from measure import worker
+from tf_placeto.measure import worker
 from tf_placeto.errors import PlacetoError
 
 PING_TIMEOUT_S = 10.0
@@ -245,7 +245,7 @@ class LocalCluster(Cluster):
 
     def _spawn(self, task: int) -> subprocess.Popen:
         cores = sorted(os.sched_getaffinity(0))
-        command = [sys.executable, "-m", "measure.worker",
+        command = [sys.executable, "-m", "tf_placeto.measure.worker",
                    "--cluster", json.dumps({"worker": self.addresses}), "--task", str(task),
                    "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid())]
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))

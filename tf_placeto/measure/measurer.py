@@ -18,10 +18,10 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from measure import step_stats
-from measure.costmodel import CostModel
-from measure.runner import INFEASIBLE, OK, ModelRunner
-from measure.runtime import Runtime
+from tf_placeto.measure import step_stats
+from tf_placeto.measure.costmodel import CostModel
+from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
+from tf_placeto.measure.runtime import Runtime
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError
 from tf_placeto.graph.op_graph import OpGraph
@@ -159,7 +159,7 @@ class SimulatedMeasurer(Measurer):
 
     def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
                  memory_capacity: Optional[Mapping] = None, schedule: bool = False):
-        from measure.simulator import SimulationProblem
+        from tf_placeto.measure.simulator import SimulationProblem
 
         super().__init__(graph, devices)
         names = devices.names
@@ -196,7 +196,7 @@ class SimulatedMeasurer(Measurer):
         return indices
 
     def _evaluate(self, placement):
-        from measure.simulator import simulate
+        from tf_placeto.measure.simulator import simulate
 
         sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
         names = self.devices.names

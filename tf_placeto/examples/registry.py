@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from examples import families as _families
+from tf_placeto.examples import families as _families
 from tf_placeto.cache import cache_dir
 from tf_placeto.errors import SourceError
 
@@ -119,7 +119,7 @@ def saved_model_path(name: str) -> str:
         print(f"tf-placeto: building examples:{name} once (cached in {path})", file=sys.stderr)
     staging = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(path))
     target = os.path.join(staging, "model")
-    result = subprocess.run([sys.executable, "-m", "examples.registry", name, target],
+    result = subprocess.run([sys.executable, "-m", "tf_placeto.examples.registry", name, target],
                             capture_output=True, text=True,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     if result.returncode != 0:
@@ -141,7 +141,7 @@ def build_saved_model(name: str, out: str) -> None:
 
     example = get(name)
     module_name, function = example.builder.rsplit(".", 1)
-    module = getattr(importlib.import_module(f"examples.{module_name}"), function)(*example.args)
+    module = getattr(importlib.import_module(f"tf_placeto.examples.{module_name}"), function)(*example.args)
     # The tf.function itself, not a concrete function traced beforehand: saving traces it
     # anyway, so a concrete function would double the tracing, the larger part of a build.
     tf.saved_model.save(module, out, signatures={SIGNATURE: module.train_step})

@@ -20,7 +20,7 @@ from tf_placeto.errors import PlacetoError
 class Runtime:
     device_names: list           # canonical names placements may use
     target: str = ""             # "" in-process, else "grpc://host:port"
-    cluster: Optional[object] = None   # measure.cluster.Cluster, to check and restart workers
+    cluster: Optional[object] = None   # tf_placeto.measure.cluster.Cluster, to check and restart workers
     num_cpus: int = 1            # in-process CPU devices the session creates
 
     @classmethod
@@ -75,7 +75,7 @@ def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
     if devices and cluster:
         raise PlacetoError("give --devices or --cluster, not both")
     if cluster:
-        from measure.cluster import parse_cluster
+        from tf_placeto.measure.cluster import parse_cluster
 
         with parse_cluster(cluster) as running:
             yield Runtime.on_cluster(running)

@@ -1,0 +1,1 @@
+"""The bundled example graphs (`examples:NAME`): model builders and graph families."""
