@@ -17,6 +17,7 @@ real link between them), or on the local GPUs when there are several, it:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -60,10 +61,10 @@ def _where_to_run(cluster):
 
 def run(args) -> bool:
     import tf_placeto as tp
+    from tf_placeto import methods
+    from tf_placeto.compare import RealRuns, compare, printable
     from tf_placeto.measure.measurer import SimulatedMeasurer
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
-    from tf_placeto.compare import RealRuns, compare, printable
     from tf_placeto.plots import comparison_plot, gantt
     from tf_placeto.workload import load_workload
 
@@ -72,17 +73,28 @@ def run(args) -> bool:
     def say(message):
         print(f"[{time.perf_counter() - start:6.1f}s] {message}", flush=True)
 
+    class SayProgress(logging.Handler):
+        """The library's progress (the "tf_placeto" logger), timed like the demo's own."""
+
+        def emit(self, record):
+            say(record.getMessage())
+
+    logger = logging.getLogger("tf_placeto")
+    logger.addHandler(SayProgress())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
+
     os.makedirs(args.out, exist_ok=True)
     source = f"examples:{args.example}"
     devices, cluster = _where_to_run(args.cluster)
     say(f"starting {cluster or f'the {devices} local GPUs'}")
     with open_runtime(devices, cluster) as runtime:
         say(runtime.describe())
-        workload = load_workload(source, runtime, cache=args.cache, say=say)
+        workload = load_workload(source, runtime, cache=args.cache)
         say(f"{len(workload.graph)} ops in {len(workload.groups)} groups; profile "
             f"{'found in the cache' if workload.profile_cached else 'made'}: "
             f"{workload.profile_dir}")
-        table = compare([workload], [None], placers.names(), progress=say,
+        table = compare([workload], [None], methods.names(), progress=say,
                         real=RealRuns(runtime, repeats=args.repeats, best=args.measure_best),
                         options={"time_limit": EXACT_TIME_LIMIT_S})
         problem = workload.problem()

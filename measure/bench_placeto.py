@@ -26,16 +26,14 @@ import sys
 import tempfile
 import time
 
-ALGORITHMS = ("single", "expert", "round_robin", "random", "metis", "m_topo", "m_etf",
-              "m_sct", "heft")
-
 
 def best_algorithm(workload, problem) -> tuple:
-    """(simulated step in us, name) of the algorithmic placer that does best on `problem`."""
-    from tf_placeto import placers
+    """(simulated step in us, name) of the algorithmic placer that does best on `problem`: of
+    those that decide directly, without options (no search budget, no time limit)."""
+    from tf_placeto import methods
 
-    return min((problem.simulate(placers.place(m, problem, **workload.placer_options(m))
-                                 .group_devices).step_time_us, m) for m in ALGORITHMS)
+    return min((problem.simulate(workload.decide(spec.name, problem).group_devices)
+                .step_time_us, spec.name) for spec in methods.specs() if not spec.options)
 
 
 def main(argv=None) -> int:
@@ -66,12 +64,12 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
+    from tf_placeto import methods
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
     from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference, specs
-    from tf_placeto.policy.environment import fast_start
+    from tf_placeto.policy.starts import fast_start
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
 
@@ -79,7 +77,7 @@ def main(argv=None) -> int:
     link = None if args.link == "measured" else Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
-        workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS, say=say)
+        workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS)
                      for g in args.graphs + args.held_out}
     for graph, workload in workloads.items():
         for n in args.devices:
@@ -111,7 +109,7 @@ def main(argv=None) -> int:
                             f"zero_shot_{kind}_vs_algorithm": zero_shot / best[0]})
             rnn_budget = args.rnn_budget or row["placeto_evaluations"]
             say(f"{graph} on {n} devices: the RNN planner, {rnn_budget} evaluations")
-            rnn = placers.place("rnn", problem, budget=rnn_budget)
+            rnn = methods.place("rnn", problem, budget=rnn_budget)
             row.update({"rnn_ms": problem.simulate(rnn.group_devices).step_time_us / 1e3,
                         "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
                         "rnn_evaluations": rnn.info["evaluations"]})

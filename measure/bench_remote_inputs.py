@@ -32,13 +32,13 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
+    from tf_placeto import methods
     from tf_placeto.measure.measurer import RealMeasurer
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
     from tf_placeto.workload import load_workload
 
     with open_runtime(cluster=args.cluster) as runtime:
-        workload = load_workload(f"examples:{args.example}", runtime, say=say)
+        workload = load_workload(f"examples:{args.example}", runtime)
         aware = workload.problem()
         blind = dataclasses.replace(aware, edge_extra_us=np.zeros_like(aware.edge_extra_us),
                                     feedback_extra_us=np.zeros_like(aware.feedback_extra_us))
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
         for method in args.methods:
             pair = []
             for kind, problem in (("aware", aware), ("blind", blind)):
-                devices = placers.place(method, problem).group_devices
+                devices = methods.place(method, problem).group_devices
                 label = next((known for known, other in decisions.items()
                               if np.array_equal(devices, other)), f"{method} {kind}")
                 decisions[label] = devices

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.policy import inference, specs
-    from tf_placeto.policy.environment import fast_start
+    from tf_placeto.policy.starts import fast_start
     from tf_placeto.workload import load_workload
 
     low, _, high = args.members.partition("-")

@@ -81,17 +81,17 @@ def main(argv=None) -> int:
     import pandas as pd
 
     import tf_placeto as tp
-    from measure import say
+    from tf_placeto import methods
+    from tf_placeto.log import progress
     from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
     from tf_placeto.workload import load_workload
 
     source = f"examples:{args.example}"
     with open_runtime(cluster=args.cluster) as runtime:
-        workload = load_workload(source, runtime, cache=args.cache, say=say)
+        workload = load_workload(source, runtime, cache=args.cache)
         problem = workload.problem()
-        decided = [(name, problem.placement(placers.place(name, problem,
+        decided = [(name, problem.placement(methods.place(name, problem,
                                                           seed=args.seed).group_devices))
                    for name in PLACERS]
         groups = tp.group(workload.graph, max_groups=args.max_groups)
@@ -103,17 +103,22 @@ def main(argv=None) -> int:
         predicted = SimulatedMeasurer(workload.graph, workload.cost_model, device_set).evaluate(
             [p for _, p in placements], labels)
         passes = []
-        for k in range(args.passes):
-            real = RealMeasurer(workload.graph, runtime, repeats=args.repeats, trace_memory=False,
-                                results_dir=os.path.join(workload.profile_dir,
-                                                         f"faithfulness-pass{k + 1}"))
-            measured = []
-            for n, (label, placement) in enumerate(placements):
-                [result] = real.evaluate([placement], [label])
-                say(f"pass {k + 1}, [{n + 1}/{len(placements)}] {label}: {result.status} "
-                    f"{result.step_time_s:.3f} s (predicted {predicted[n].step_time_s:.3f} s)")
-                measured.append(result)
-            passes.append(measured)
+        with progress(total=args.passes * len(placements), desc="faithfulness",
+                      unit="placement") as bar:
+            for k in range(args.passes):
+                real = RealMeasurer(workload.graph, runtime, repeats=args.repeats,
+                                    trace_memory=False,
+                                    results_dir=os.path.join(workload.profile_dir,
+                                                             f"faithfulness-pass{k + 1}"))
+                measured = []
+                for n, (label, placement) in enumerate(placements):
+                    [result] = real.evaluate([placement], [label])
+                    bar.write(f"pass {k + 1}, [{n + 1}/{len(placements)}] {label}: "
+                              f"{result.status} {result.step_time_s:.3f} s (predicted "
+                              f"{predicted[n].step_time_s:.3f} s)", file=sys.stderr)
+                    bar.update(1)
+                    measured.append(result)
+                passes.append(measured)
     table = pd.DataFrame({
         "placement": labels,
         **{f"real_pass{k + 1}_s": [r.step_time_s for r in measured]

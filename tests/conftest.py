@@ -36,3 +36,25 @@ def policy_problems(small_cnn_model, mlp_model, tmp_path_factory):
     cnn = load_workload(small_cnn_model, runtime, max_groups=12, cache=cache)
     mlp = load_workload(mlp_model, runtime, max_groups=6, cache=cache)
     return [cnn.problem(2), mlp.problem(3)]
+
+
+@pytest.fixture(scope="session")
+def two_tag_sets_model(tmp_path_factory):
+    """A TF1-style SavedModel with two MetaGraphs: tags {train, gpu} fetch y = x @ w, tags
+    {serve} fetch z = relu(y); only the serve graph has z."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    path = str(tmp_path_factory.mktemp("tag_sets") / "model")
+    with tf.Graph().as_default(), tf1.Session() as session:
+        x = tf1.placeholder(tf.float32, [4, 8], name="x")
+        y = tf.matmul(x, tf1.get_variable("w", [8, 8]), name="y")
+        session.run(tf1.global_variables_initializer())
+        builder = tf1.saved_model.Builder(path)
+        builder.add_meta_graph_and_variables(session, ["train", "gpu"], signature_def_map={
+            "serving_default": tf1.saved_model.predict_signature_def({"x": x}, {"y": y})})
+        z = tf.nn.relu(y, name="z")
+        builder.add_meta_graph(["serve"], signature_def_map={
+            "serving_default": tf1.saved_model.predict_signature_def({"x": x}, {"z": z})})
+        builder.save()
+    return path

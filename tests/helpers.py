@@ -1,4 +1,5 @@
-"""Helpers shared by the tests: fresh interpreters, the CLI, hashes, simple placements."""
+"""Helpers shared by the tests: fresh interpreters, the CLI, hashes, simple placements, and
+placement problems of the bundled examples built without running anything."""
 
 import hashlib
 import os
@@ -40,3 +41,42 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 def round_robin(groups, devices=("/device:CPU:0", "/device:CPU:1")) -> dict:
     return groups.placement_for([devices[g % len(devices)] for g in range(len(groups))])
+
+
+def estimated_cost_model(graph, remote_extra_us=0.0):
+    """A profile without running anything: static work estimates, Placeto's link speed;
+    `remote_extra_us` per op (or for all): what it takes more with a remote input."""
+    import pandas as pd
+
+    from tf_placeto.graph.work import estimate_work
+    from tf_placeto.measure.costmodel import CostModel
+
+    ops = pd.DataFrame({"op": [op.name for op in graph.ops], "device_type": "CPU",
+                        "compute_us": estimate_work(graph) / 1e3,
+                        "output_bytes": [op.output_bytes for op in graph.ops], "traced": True,
+                        "remote_extra_us": remote_extra_us})
+    pair = ["/device:CPU:0", "/device:CPU:1"]
+    links = pd.DataFrame([{"src": a, "dst": b, "latency_us": 25.0, "bytes_per_us": 7600.0}
+                          for a in pair for b in pair if a != b])
+    return CostModel(ops=ops, links=links, meta={"devices": pair})
+
+
+def build_problem(groups, n_devices, capacity_bytes=None, remote_extra_us=0.0):
+    import tf_placeto as tp
+    from tf_placeto.placers.problem import PlacementProblem
+
+    names, model = estimated_cost_model(groups.op_graph, remote_extra_us).with_more_devices(
+        n_devices)
+    return PlacementProblem.build(groups, model, tp.DeviceSet.from_strings(names),
+                                  capacity_bytes=capacity_bytes)
+
+
+def grouped_example(name, max_groups):
+    import tf_placeto as tp
+    from tf_placeto.examples import registry
+
+    return tp.group(tp.import_graph(registry.saved_model_path(name)), max_groups=max_groups)
+
+
+def step_us(problem, decision):
+    return problem.simulate(decision).step_time_us

@@ -2,10 +2,12 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from helpers import run_cli, tree_digest
+from tests.helpers import run_cli, tree_digest
 from tf_placeto.graph.sources import load_source as tp_load
 
 
@@ -149,6 +151,13 @@ def test_measure_runs_several_placements_and_simulates_them(mlp_model, inspected
     assert [r["label"] for r in results] == files
     assert all(r["status"] == "ok" and r["runs"] == 3 and not r["simulated"] for r in results)
     assert all(r["step_time_s"] > 0 and r["spread_s"] >= 0 for r in results)
+    # timed in turns: an interval on each median, the ratio to the first, and who ties whom
+    assert all(r["interval"]["low"] <= r["step_time_s"] <= r["interval"]["high"]
+               for r in results)
+    assert results[0]["ratio_to_first"]["median"] == 1.0
+    assert results[1]["ratio_to_first"]["low"] <= results[1]["ratio_to_first"]["high"]
+    assert (files[1] in results[0]["indistinct_from"]) == (files[0] in
+                                                          results[1]["indistinct_from"])
     simulated = json.loads(run_cli(*args, "--simulate").stdout)
     assert all(r["simulated"] and r["step_time_s"] > 0 for r in simulated)
     assert set(simulated[1]["busy_s"]) == {"/device:CPU:0", "/device:CPU:1"}
@@ -166,7 +175,7 @@ def test_measure_on_a_local_cluster(mlp_model, inspected, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--devices", "2", "--cluster", "local:2"], "not both"),
-    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--repeats", "0"], "a count of at least 1 or auto, not '0'"),
     (["--cluster", "local:zero"], "local:N with N >= 1"),
     (["--cluster", '{"worker": ["nohost"]}'], "not an address"),
 ])
@@ -178,7 +187,7 @@ def test_measure_bad_input_gives_one_line(mlp_model, args, message):
 
 def test_compare_simulated_writes_table_plot_and_csv(tmp_path):
     plot, table = tmp_path / "compare.png", tmp_path / "compare.csv"
-    result = run_cli("compare", "examples:mlp", "--simulate", "--devices", "2", "4",
+    result = run_cli("compare", "examples:mlp", "--simulate", "--counts", "2", "4",
                      "--methods", "single,round_robin,m_etf", "--cache", str(tmp_path / "cache"),
                      "--max-groups", "8", "--json", "--plot", str(plot), "--csv", str(table))
     assert result.returncode == 0, result.stderr
@@ -211,8 +220,8 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
 
 @pytest.mark.parametrize("args, message", [
     (["place", "examples:mlp", "--method", "nope"], "unknown method 'nope'"),
-    (["compare", "examples:mlp", "--methods", "single,nope", "--simulate"], "unknown method(s) nope"),
-    (["compare", "examples:mlp", "--devices", "3"], "pass --simulate"),
+    (["compare", "examples:mlp", "--methods", "single,nope", "--simulate"], "unknown method 'nope'"),
+    (["compare", "examples:mlp", "--counts", "3"], "pass --simulate"),
     (["place", "examples:mlp", "--memory-per-device", "lots"], "memory per device 'lots'"),
 ])
 def test_placing_bad_input_gives_one_line(args, message):
@@ -223,7 +232,7 @@ def test_placing_bad_input_gives_one_line(args, message):
 
 def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
-    result = run_cli("train", "--graphs", mlp_model, "--devices", "2", "--out", str(out),
+    result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "fast", "--imitate", "3",
                      "--cache", cache)
     assert result.returncode == 0, result.stderr
@@ -241,22 +250,14 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--devices", "9"], "--devices 9: the policy places on 2 to 8 devices"),
-    (["--devices", "2", "--members", "5-2"], "--members '5-2': write A-B"),
-    (["--devices", "2", "--steps", "0"], "the iterations must be at least 1 (0 with imitation)"),
+    (["--counts", "9"], "--counts 9: the policy places on 2 to 8 devices"),
+    (["--counts", "2", "--members", "5-2"], "--members '5-2': write A-B"),
+    (["--counts", "2", "--steps", "0"], "the iterations must be at least 1 (0 with imitation)"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path):
     result = run_cli("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"), *args)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1
-
-
-def test_a_family_stands_for_its_members():
-    from tf_placeto.cli import _expand_graphs
-
-    assert _expand_graphs(["examples:cifar10", "my_model"], "0-2") == [
-        "examples:cifar10-0", "examples:cifar10-1", "examples:cifar10-2", "my_model"]
-    assert len(_expand_graphs(["examples:ptb"], None)) == 32
 
 
 def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model, tmp_path):
@@ -265,10 +266,10 @@ def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model
                      "--max-groups", "8", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    from tf_placeto.workload import AUTO_CANDIDATES
+    from tf_placeto import methods
 
-    assert summary["method"] == "auto" and summary["chosen"] in AUTO_CANDIDATES
-    tried = {name: summary[f"{name}_us"] for name in AUTO_CANDIDATES}
+    assert summary["method"] == "auto" and summary["chosen"] in methods.candidates()
+    tried = {name: summary[f"{name}_us"] for name in methods.candidates()}
     assert summary["predicted_after_s"] * 1e6 == pytest.approx(min(tried.values()))
     shown = run_cli("show", mlp_model, "--devices", "2", "--cache", cache,
                     "--tensorboard", str(logdir), "--json")
@@ -295,3 +296,60 @@ def test_compare_measures_only_the_best_predicted_and_the_single_device(tmp_path
     assert measured == {"single", best_other}
     for method in set(rows) - measured - {"lower bound"}:
         assert rows[method]["step_s"] is None and "not measured" in rows[method]["reason"]
+
+
+def test_version_and_python_m_tf_placeto():
+    from tests.helpers import REPO
+    from tf_placeto import __version__
+
+    assert run_cli("--version").stdout == f"tf-placeto {__version__}\n"
+    result = subprocess.run([sys.executable, "-m", "tf_placeto", "--version"], cwd=REPO,
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO})
+    assert result.returncode == 0 and result.stdout == f"tf-placeto {__version__}\n"
+
+
+@pytest.mark.parametrize("command", ["inspect", "apply", "profile", "measure", "place", "show"])
+def test_every_command_taking_a_source_takes_a_tag_set(command):
+    assert "--tag-set TAGS" in run_cli(command, "--help").stdout
+
+
+def test_a_tag_set_chooses_the_metagraph(two_tag_sets_model):
+    def ops(*tag_set):
+        result = run_cli("inspect", two_tag_sets_model, *tag_set, "--json")
+        assert result.returncode == 0, result.stderr
+        return {op for group in json.loads(result.stdout)["groups"] for op in group["ops"]}
+
+    assert "z" in ops() and "z" not in ops("--tag-set", "train,gpu")
+    result = run_cli("inspect", two_tag_sets_model, "--tag-set", "eval")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"tf-placeto: error: {two_tag_sets_model}: no MetaGraph with the tag set 'eval' "
+        "(tag sets: train,gpu; serve); choose one with --tag-set"]
+
+
+@pytest.fixture(scope="module")
+def failing_model(tmp_path_factory):
+    """A SavedModel that loads and imports fine, but whose step fails when it runs."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    path = str(tmp_path_factory.mktemp("failing") / "model")
+    with tf.Graph().as_default(), tf1.Session() as session:
+        x = tf1.placeholder(tf.float32, [4], name="x")
+        y = tf.debugging.check_numerics(tf.math.log(x - 100.0), "boom", name="y")
+        builder = tf1.saved_model.Builder(path)
+        builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
+            "serving_default": tf1.saved_model.predict_signature_def({"x": x}, {"y": y})})
+        builder.save()
+    return path
+
+
+def test_a_failure_at_run_time_exits_1_and_keeps_tensorflows_log(failing_model, tmp_path):
+    result = run_cli("profile", failing_model, "--devices", "1", "--cache", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    failed, log = result.stderr.splitlines()[-2:]
+    assert failed.startswith("tf-placeto: failed: profiling on /device:CPU:0 failed: "
+                             "InvalidArgumentError")
+    path = log.removeprefix("tf-placeto: TensorFlow's log: ")
+    assert path != log and os.path.isfile(path)
+    os.remove(path)

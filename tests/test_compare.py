@@ -3,9 +3,9 @@
 import pytest
 
 import tf_placeto as tp
-from tf_placeto.measure.runtime import Runtime
-from tf_placeto import placers
+from tf_placeto import methods
 from tf_placeto.compare import LOWER_BOUND, RealRuns, compare, printable
+from tf_placeto.measure.runtime import Runtime
 from tf_placeto.plots import comparison_plot, gantt
 from tf_placeto.workload import MemoryLimit, load_workload
 
@@ -25,18 +25,18 @@ def workload(small_cnn_model, runtime, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def simulated(workload):
-    return compare([workload], [2, 3], placers.names())
+    return compare([workload], [2, 3], methods.names())
 
 
 def test_every_method_and_the_bound_for_each_device_count(simulated):
-    assert len(simulated) == 2 * (len(placers.names()) + 1)
+    assert len(simulated) == 2 * (len(methods.names()) + 1)
     for count in (2, 3):
         rows = simulated[simulated["devices"] == count]
-        assert list(rows["method"]) == [LOWER_BOUND] + placers.names()
-    methods = simulated[simulated["method"] != LOWER_BOUND]
-    assert (methods["status"] == "ok").all() and (methods["decide_s"] >= 0).all()
-    assert (methods["step_s"] >= methods["lower_bound_s"]).all()
-    assert (methods["vs_lower_bound"] >= 1).all()
+        assert list(rows["method"]) == [LOWER_BOUND] + methods.names()
+    placed = simulated[simulated["method"] != LOWER_BOUND]
+    assert (placed["status"] == "ok").all() and (placed["decide_s"] >= 0).all()
+    assert (placed["step_s"] >= placed["lower_bound_s"]).all()
+    assert (placed["vs_lower_bound"] >= 1).all()
 
 
 def test_ratios_are_to_the_best_method(simulated):
@@ -71,7 +71,7 @@ def test_pictures_are_written(simulated, workload, tmp_path):
     plot = comparison_plot(simulated, str(tmp_path / "compare.png"))
     assert open(plot, "rb").read(8) == PNG
     problem = workload.problem(2)
-    decision = placers.place("m_etf", problem).group_devices
+    decision = methods.place("m_etf", problem).group_devices
     schedule = problem.simulate(decision, schedule=True).schedule
     chart = gantt(schedule, str(tmp_path / "gantt.png"), title="m_etf")
     assert open(chart, "rb").read(8) == PNG

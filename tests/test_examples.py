@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import tf_placeto as tp
-from tf_placeto.examples import families, registry
-from helpers import REPO, run_cli
+from tests.helpers import REPO, run_cli
 from tf_placeto.errors import SourceError
+from tf_placeto.examples import families, registry
 
 MEMBERS = ["cifar10-3", "ptb-3", "nmt_family-3"]
 
@@ -176,3 +176,9 @@ def test_nasnet_training_step(graphs):
     assert 15_000 < len(graph) < 17_500 and not recurrent_op_types(graph)
     assert {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
             "AssignAddVariableOp"} <= {op.type for op in graph.ops}
+
+
+def test_a_family_stands_for_its_members():
+    assert registry.expand(["examples:cifar10", "my_model"], "0-2") == [
+        "examples:cifar10-0", "examples:cifar10-1", "examples:cifar10-2", "my_model"]
+    assert len(registry.expand(["examples:ptb"])) == 32

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from helpers import run_python
+from tests.helpers import run_python
 
 _USE = """
 import tensorflow as tf

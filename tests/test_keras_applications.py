@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from helpers import run_cli, run_python, tree_digest
+from tests.helpers import run_cli, run_python, tree_digest
 
 
 @pytest.fixture(scope="module")

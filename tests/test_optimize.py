@@ -42,13 +42,15 @@ out = {}
 step = placeto.optimize(train_step, (x, y), method=METHOD, measure=MEASURE, cache=CACHE,
                         verbose=False)
 out["devices"] = step.devices
-out["placed_on"] = sorted(set(step.placement.values()))
+out["kept_as_written"] = step.placement is None
+placement = step.placement or {}
+out["placed_on"] = sorted(set(placement.values()))
 out["measured"] = step.measured is not None
 out["times"] = step.step_times()
 report = step.report()
 out["report_ops"] = int(report["ops"].sum())
 out["report_index"] = list(report.index)
-out["placement_ops"] = len(step.placement)
+out["placement_ops"] = len(placement)
 
 start = [v.numpy().copy() for v in model.weights + optimizer.variables]
 original = train_step(x, y)["loss"].numpy()
@@ -67,10 +69,10 @@ out["changed"] = any(not np.allclose(a, b) for a, b in zip(start, after_placed))
 ran = {node.name[len("placed/"):]: node.device for graph in metadata.function_graphs
        for partition in graph.partition_graphs for node in partition.node
        if node.name.startswith("placed/")}
-checked = {name: device for name, device in ran.items() if name in step.placement}
+checked = {name: device for name, device in ran.items() if name in placement}
 out["checked_ops"] = len(checked)
 out["off_device"] = [name for name, device in checked.items()
-                     if not device.endswith(step.placement[name].rsplit("/", 1)[-1])]
+                     if not device.endswith(placement[name].rsplit("/", 1)[-1])]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     other = step(tf.ones([3, 10]), tf.ones([3, 4]))["loss"].numpy()
@@ -94,26 +96,29 @@ def cache(tmp_path_factory):
 
 
 def test_placed_step_runs_where_placed_and_trains_the_same_variables(cache):
-    out = _run("round_robin", "real", cache)
+    out = _run("round_robin", "simulate", cache)
     assert out["devices"] == ["/device:CPU:0", "/device:CPU:1"]
     assert out["placed_on"] == out["devices"]          # round robin uses both
     assert out["same_loss"] and out["same_update"] and out["changed"]
     assert out["checked_ops"] > 20 and out["off_device"] == []
-    assert out["measured"]
-    assert set(out["times"]) == {"predicted_before_s", "predicted_after_s",
-                                 "measured_before_s", "measured_after_s"}
+    assert not out["measured"]
     assert out["report_index"] == out["devices"]
     assert out["report_ops"] == out["placement_ops"]
     assert len(out["fallback_warned"]) == 1 and "(3, 10)" in out["fallback_warned"][0]
     assert out["fallback_loss_finite"]
 
 
-def test_auto_in_a_keras_3_process_simulating_with_a_cached_profile(cache):
-    out = _run("auto", "simulate", cache)
-    assert not out["measured"]
-    assert set(out["times"]) == {"predicted_before_s", "predicted_after_s"}
-    assert out["times"]["predicted_after_s"] <= out["times"]["predicted_before_s"] * (1 + 1e-9)
+def test_auto_measured_in_a_keras_3_process_is_never_slower_than_the_original(cache):
+    """Measured for real, a placement is kept only if it is faster beyond the noise; else
+    the step runs the original function, as written."""
+    out = _run("auto", "real", cache)
+    assert out["measured"]
+    assert set(out["times"]) == {"predicted_before_s", "predicted_after_s",
+                                 "measured_before_s", "measured_after_s"}
     assert out["same_loss"] and out["same_update"] and out["off_device"] == []
+    if out["kept_as_written"]:
+        assert out["checked_ops"] == 0 and out["placement_ops"] == 0
+        assert out["times"]["measured_after_s"] == out["times"]["measured_before_s"]
     assert os.listdir(cache)                           # the profile of the first test was kept
 
 
@@ -145,7 +150,7 @@ def test_unknown_method_and_measure_are_refused():
     def f(a):
         return a + 1
 
-    with pytest.raises(placeto.PlacetoError, match="unknown placement method"):
+    with pytest.raises(placeto.PlacetoError, match="unknown method"):
         placeto.optimize(f, (tf.ones([2]),), method="nope")
     with pytest.raises(placeto.PlacetoError, match="measure must be"):
         placeto.optimize(f, (tf.ones([2]),), measure="sometimes")

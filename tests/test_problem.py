@@ -4,8 +4,8 @@ edge costs; devices alike are renamed freely."""
 import numpy as np
 import pytest
 
-from tests.test_placers import build_problem, grouped_example
-from tf_placeto import placers
+from tests.helpers import build_problem, grouped_example
+from tf_placeto import methods
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def test_pinned_groups_stay_where_pinned_whatever_the_placer(problem):
     assert not pinned.allowed[0, 0] and pinned.allowed[0, 1]
     assert problem.allowed[0, 0]                        # the original is untouched
     for method in ("round_robin", "m_etf", "heft", "metis"):
-        decision = placers.place(method, pinned).group_devices
+        decision = methods.place(method, pinned).group_devices
         assert all(decision[g] == d for g, d in pins.items()), method
 
 

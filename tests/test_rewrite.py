@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 
 import tf_placeto as tp
-from helpers import round_robin, tree_digest
-from tf_placeto.measure.runner import run_traced
+from tests.helpers import round_robin, tree_digest
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.sources import load_source
+from tf_placeto.measure.runner import run_traced
 
 CPU0, CPU1 = "/device:CPU:0", "/device:CPU:1"
 

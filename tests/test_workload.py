@@ -55,10 +55,4 @@ def test_the_expert_learns_the_layers_of_bundled_examples(workload):
     rules = _expert_layers("examples:nmt")
     assert any("attention" in pattern for pattern, _ in rules)
     assert _expert_layers("examples:inception_v3") == () == _expert_layers("/some/model")
-    assert workload.placer_options("expert") == {"layers": ()}
-    assert workload.placer_options("m_etf", {"budget": 3}) == {}
-    assert workload.placer_options("placeto", {"policy": None, "budget": 3}) == {"budget": 3}
-    assert workload.placer_options("placeto", {"start": "random"}) == {"start": "random"}
-    assert workload.placer_options("rnn", {"budget": 3, "rnn_budget": 50}) == {"budget": 50}
-    assert workload.placer_options("optimal", {"budget": 3, "time_limit": 5.0}) == {
-        "time_limit": 5.0}
+    assert workload.expert_layers == ()

@@ -6,7 +6,7 @@ so it works the same before or after `import tensorflow`; the names below load o
 
 import importlib
 
-__version__ = "0.1.0"
+from tf_placeto._version import __version__
 
 _EXPORTS = {
     "import_graph": "tf_placeto.api",
@@ -15,6 +15,9 @@ _EXPORTS = {
     "ApplyResult": "tf_placeto.api",
     "place": "tf_placeto.api",
     "PlaceResult": "tf_placeto.api",
+    "profile": "tf_placeto.api",
+    "measure_steps": "tf_placeto.api",
+    "simulate": "tf_placeto.api",
     "optimize": "tf_placeto.optimized_step",
     "OptimizedStep": "tf_placeto.optimized_step",
     "UnplacedCallWarning": "tf_placeto.optimized_step",
@@ -25,6 +28,8 @@ _EXPORTS = {
     "DeviceSet": "tf_placeto.devices",
     "Placement": "tf_placeto.placement",
     "PlacetoError": "tf_placeto.errors",
+    "InputError": "tf_placeto.errors",
+    "RuntimeFailure": "tf_placeto.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -6,27 +6,44 @@ Each is the same code path as the matching `tf-placeto` command.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Union
+import logging
+from typing import Any, Mapping, Optional, Sequence, Union
 
+from tf_placeto import pipeline
 from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import InputError
+from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
-from tf_placeto.graph.importer import import_graph_def
+from tf_placeto.graph.importer import import_graph_def, import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source
+from tf_placeto.log import progress
+from tf_placeto.measure.costmodel import Link
+from tf_placeto.measure.interleaved import measure_interleaved
+from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.profiler import Profile
+from tf_placeto.measure.profiler import profile as profile_graph
+from tf_placeto.measure.runtime import open_runtime
+from tf_placeto.measure.trace import write_traces
+from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
 from tf_placeto.rewrite import check_output_path, placed_proto, write_placed
+from tf_placeto.workload import MemoryLimit, load_workload
+
+log = logging.getLogger(__name__)
 
 
-def import_graph(source, *example_args, signature: Optional[str] = None) -> OpGraph:
+def import_graph(source, *example_args, signature: Optional[str] = None,
+                 tag_set: Optional[str] = None) -> OpGraph:
     """The op graph of `source`, with function bodies inlined.
 
     source: a SavedModel directory, a GraphDef/MetaGraphDef file (.pb or .pbtxt),
     "examples:NAME", a tf.function (traced with `example_args`), a ConcreteFunction, a
     GraphDef or a MetaGraphDef. signature: which SavedModel signature (default:
-    serving_default, or the only one).
+    serving_default, or the only one). tag_set: which MetaGraph of a SavedModel, by its
+    comma-separated tags (default "serve", or the only one).
     """
-    loaded = load_source(source, *example_args, signature=signature)
-    return import_graph_def(loaded.graph_def, loaded.fetches, source=loaded)
+    return import_source(source, *example_args, signature=signature, tag_set=tag_set)
 
 
 def group(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS, op_work=None) -> GroupGraph:
@@ -43,7 +60,8 @@ class ApplyResult:
 
 def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapping],
                     out: Optional[str] = None, *, devices: Union[None, str, DeviceSet] = None,
-                    signature: Optional[str] = None, overwrite: bool = False) -> ApplyResult:
+                    signature: Optional[str] = None, tag_set: Optional[str] = None,
+                    overwrite: bool = False) -> ApplyResult:
     """Write `placement` into a copy of `source`; the source itself is never modified.
 
     placement: {op name: device} or the path of such a JSON file. devices: the devices it may
@@ -52,7 +70,8 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     only the placed proto is returned.
     """
     graph = source if isinstance(source, OpGraph) else None
-    loaded = graph.source if graph is not None else load_source(source, signature=signature)
+    loaded = graph.source if graph is not None else load_source(source, signature=signature,
+                                                                tag_set=tag_set)
     if out is not None:
         check_output_path(loaded.path, out, overwrite)
     if graph is None:
@@ -70,37 +89,165 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     return ApplyResult(placement=full, proto=proto, out=out)
 
 
+def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = None,
+            runs: int = 5, cache: Optional[str] = None,
+            signature: Optional[str] = None, tag_set: Optional[str] = None) -> Profile:
+    """The cost model of `source` on the devices or cluster (see `place`): from the cache, or
+    measured now with `runs` traced runs and stored there."""
+    graph = import_graph(source, signature=signature, tag_set=tag_set)
+    with open_runtime(devices, cluster) as runtime:
+        return profile_graph(graph, runtime, cache=cache, runs=runs)
+
+
+def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (None,),
+                  labels: Optional[Sequence[str]] = None, *, devices: Optional[str] = None,
+                  cluster: Optional[str] = None, simulate: bool = False,
+                  repeats: Union[int, str] = "auto", warmup: int = 1, timeout_s: float = 600.0,
+                  budget_s: float = 60.0, cache: Optional[str] = None,
+                  signature: Optional[str] = None, tag_set: Optional[str] = None,
+                  trace: Optional[str] = None) -> list:
+    """Step times of `source` under each placement (None: as written; a dict or a JSON
+    file of op -> device), as MeasureResults. For real, on the devices or cluster, the
+    placements are timed in turns (tf_placeto.measure.interleaved): each median has an
+    interval, each placement its ratio to the first and the placements it cannot be told
+    apart from; `repeats` rounds, or "auto": until the intervals are narrow or `budget_s`
+    ends. With `simulate`, predicted from the profile (made first if none is cached). Every
+    placement is checked before any long work. trace: a directory that gets one step of each
+    placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule)."""
+    placements = [Placement.from_json(p) if isinstance(p, str)
+                  else None if p is None else Placement(p) for p in placements]
+    graph = import_graph(source, signature=signature, tag_set=tag_set)
+    named = {device for p in placements if p for device in p.values()}
+    with open_runtime(devices, cluster, named=named) as runtime:
+        device_set = DeviceSet.from_strings(runtime.device_names)
+        for placement in placements:
+            if placement:
+                placement.validate(graph, device_set)
+        if simulate:
+            model = profile_graph(graph, runtime, cache=cache).model
+            results = SimulatedMeasurer(graph, model, device_set, schedule=bool(trace)
+                                        ).evaluate(placements, labels=labels)
+        else:
+            results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
+                                          warmup=warmup, timeout_s=timeout_s,
+                                          budget_s=budget_s)
+    if trace:
+        write_traces(results, trace, graph, device_set.names)
+    return results
+
+
+@dataclasses.dataclass
+class Simulation:
+    """One placement's simulated step (`result`, with its schedule if asked for) and the
+    device of every op of `graph`."""
+
+    graph: OpGraph
+    result: object            # tf_placeto.measure.measurer.MeasureResult
+    devices: list             # the devices, in order
+    op_devices: list          # device of each op of graph, in graph order
+
+    def ops_per_device(self) -> dict:
+        counts = dict.fromkeys(self.devices, 0)
+        for device in self.op_devices:
+            counts[device] += 1
+        return counts
+
+
+def simulate(source, placement: Union[None, str, Mapping] = None, *,
+             devices: Optional[str] = None, cluster: Optional[str] = None,
+             schedule: bool = False, cache: Optional[str] = None,
+             signature: Optional[str] = None, tag_set: Optional[str] = None) -> Simulation:
+    """The predicted step of `source` under `placement` (None: the devices written in it),
+    from its profile on the devices or cluster (made first if none is cached)."""
+    if isinstance(placement, str):
+        placement = Placement.from_json(placement)
+    elif placement is not None:
+        placement = Placement(placement)
+    graph = import_graph(source, signature=signature, tag_set=tag_set)
+    named = set(placement.values()) if placement else set()
+    with open_runtime(devices, cluster, named=named) as runtime:
+        device_set = DeviceSet.from_strings(runtime.device_names)
+        if placement:
+            placement.validate(graph, device_set)
+        model = profile_graph(graph, runtime, cache=cache).model
+    measurer = SimulatedMeasurer(graph, model, device_set, schedule=schedule)
+    [result] = measurer.evaluate([placement], labels=["placed" if placement else "as written"])
+    return Simulation(graph, result, device_set.names,
+                      [device_set.names[d] for d in measurer.device_indices(placement)])
+
+
+def training_problems(graphs: Sequence[str], counts: Sequence[int], *,
+                      members: Optional[str] = None, devices: Optional[str] = None,
+                      cluster: Optional[str] = None, link: Optional[str] = None,
+                      max_groups: int = DEFAULT_MAX_GROUPS,
+                      cache: Optional[str] = None) -> list:
+    """The placement problems `tf-placeto train` learns on: each graph (examples:FAMILY: its
+    `members`, "A-B") profiled on the devices or cluster (neither: local:2), on each device
+    count of devices like the profiled ones, joined by `link` if given."""
+    sources = registry.expand(graphs, members)
+    link = Link.parse(link) if link else None
+    problems = []
+    with open_runtime(devices, cluster or (None if devices else "local:2")) as runtime:
+        for source in progress(sources, desc="profiling", unit="graph"):
+            workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
+            problems += [workload.problem(n, link=link) for n in counts]
+    log.info("training on %d graphs x %d device counts = %d problems", len(sources),
+             len(counts), len(problems))
+    return problems
+
+
 @dataclasses.dataclass
 class PlaceResult:
-    """What `place` found: the placement, and the step before and after (predicted, measured)."""
+    """What `place` found: the placement (None when measured and nothing was faster than the
+    graph as written), and the step before and after (predicted, measured)."""
 
     source: str
-    method: str
-    placement: Placement
-    devices: list
-    groups: int
-    decide_s: float
-    info: dict
-    predicted: list             # [as written, placed] MeasureResults from the simulator
-    measured: Optional[list]    # [as written, placed] real MeasureResults, or None
+    outcome: Outcome
     out: Optional[str]
     placement_file: Optional[str]
 
+    @property
+    def placement(self) -> Optional[Placement]:
+        return self.outcome.placement
+
+    @property
+    def predicted(self) -> list:
+        return self.outcome.predicted
+
+    @property
+    def measured(self) -> Optional[list]:
+        """[as written, as written out] real results, or None."""
+        return self.outcome.measured_before_after
+
     def summary(self) -> dict:
-        """A JSON-ready description (what `tf-placeto place --json` prints)."""
-        summary = {"source": self.source, "method": self.method, "devices": self.devices,
-                   "groups": self.groups, "decide_s": self.decide_s,
-                   "out": self.out, "placement": self.placement_file,
-                   **{k: v.item() if hasattr(v, "item") else v for k, v in self.info.items()
-                      if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}}
-        for kind, results in (("predicted", self.predicted), ("measured", self.measured)):
-            if results:
-                before, after = results
-                summary.update({f"{kind}_before_s": before.step_time_s,
-                                f"{kind}_after_s": after.step_time_s,
-                                f"{kind}_spread_s": [before.spread_s, after.spread_s],
-                                f"{kind}_status": after.status})
+        """A JSON-ready description (what `tf-placeto place --json` prints): with a real
+        measurement, every candidate measured with its interval, and which one won."""
+        outcome = self.outcome
+        info = {k: v.item() if hasattr(v, "item") else v for k, v in outcome.decided.info.items()
+                if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
+        summary = {"source": self.source, "method": outcome.method,
+                   "devices": outcome.problem.device_names,
+                   "groups": len(outcome.workload.groups),
+                   "decide_s": outcome.decided.decide_s, "out": self.out,
+                   "placement": self.placement_file, "written": outcome.placement is not None,
+                   **info, **summary_of(outcome.predicted, "predicted"),
+                   **summary_of(outcome.measured_before_after, "measured")}
+        if outcome.measured:
+            summary["measured_candidates"] = [_measured_json(r) for r in outcome.measured]
+            summary["winner"] = (None if outcome.winner is None
+                                 else outcome.measured[1 + outcome.winner].label)
         return summary
+
+
+def _measured_json(result) -> dict:
+    """One measured placement: its median with interval, and its ratio to the graph as
+    written with interval."""
+    interval, ratio = result.interval or {}, result.ratio_to_first or {}
+    return {"label": result.label, "status": result.status, "reason": result.reason,
+            "runs": result.runs, "median_s": result.step_time_s,
+            "low_s": interval.get("low"), "high_s": interval.get("high"),
+            "ratio_low": ratio.get("low"), "ratio_median": ratio.get("median"),
+            "ratio_high": ratio.get("high")}
 
 
 def place(source, method: str = "auto", *, devices: Optional[str] = None,
@@ -110,56 +257,40 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
           placer_options: Optional[dict] = None, out: Optional[str] = None,
           placement_out: Optional[str] = None,
           overwrite: bool = False, signature: Optional[str] = None,
-          cache: Optional[str] = None, say=lambda message: None) -> PlaceResult:
+          tag_set: Optional[str] = None, cache: Optional[str] = None) -> PlaceResult:
     """Find a placement of `source` on the devices present and, optionally, write it.
 
     devices / cluster: where it runs (see `tf-placeto measure --help`); the graph is profiled
     there (cached). method: "auto" (the shipped Placeto policy fine-tuned briefly and the
-    algorithmic placers, best simulated step wins) or a name of tf_placeto.placers.names().
-    measure: "real" times the
-    step as written and as placed on those devices; "simulate" only predicts both. out: write
-    the placed copy of SOURCE there; its placement goes beside it as OUT.placement.json unless
-    `placement_out` names another file. policy, budget: for method "placeto", the trained
-    policy (default: the shipped one) and the iterations of fine-tuning (default 0: zero-shot;
-    with "auto", workload.AUTO_BUDGET).
-    placer_options: the other placers' options (workload.PLACER_OPTIONS: start, rnn_budget,
-    time_limit, objective).
+    algorithmic placers, best simulated step wins) or a name of tf_placeto.methods.names().
+    measure: "real" times the step as written and the best few candidates for real, in turns,
+    and writes a placement only if it is faster than the graph as written beyond the noise
+    (otherwise nothing is written, and `placement` is None); "simulate" only predicts, and
+    writes the best simulated placement. out: write the placed copy of SOURCE there; its placement goes beside it as
+    OUT.placement.json unless `placement_out` names another file. policy, budget: for method
+    "placeto", the trained policy (default: the shipped one) and the iterations of fine-tuning.
+    placer_options: the other placers' options, by the names tf_placeto.methods gives them.
+    Progress goes to the "tf_placeto" logger.
     """
-    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.errors import PlacetoError
-    from tf_placeto.workload import MemoryLimit, load_workload
-
     if measure not in ("real", "simulate"):
-        raise PlacetoError(f"measure must be 'real' or 'simulate', not {measure!r}")
+        raise InputError(f"measure must be 'real' or 'simulate', not {measure!r}")
     memory = MemoryLimit.parse(memory_per_device)
     if out is not None:
-        check_output_path(load_source(source, signature=signature).path, out, overwrite)
+        check_output_path(load_source(source, signature=signature, tag_set=tag_set).path, out,
+                          overwrite)
     with open_runtime(devices, cluster) as runtime:
-        workload = load_workload(source, runtime, max_groups=max_groups, signature=signature,
-                                 cache=cache, say=say)
-        problem = workload.problem(memory=memory)
-        say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices with {method}")
-        decided = workload.decide(method, problem, seed=seed,
-                                  options={"policy": policy, "budget": budget,
-                                           **(placer_options or {})}, say=say)
-        placement = Placement(problem.placement(decided.group_devices))
-        device_set = DeviceSet.from_strings(runtime.device_names)
-        capacity = dict(zip(problem.device_names, problem.capacity_bytes))
-        predicted = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,
-                                      memory_capacity=capacity).evaluate(
-            [None, placement], ["as written", "placed"])
-        measured = None
-        if measure == "real":
-            say("measuring the step as written and as placed, for real")
-            measured = RealMeasurer(workload.graph, runtime, results_dir=workload.profile_dir
-                                    ).evaluate([None, placement], ["as written", "placed"])
+        outcome = pipeline.run(source, runtime, method, memory=memory, max_groups=max_groups,
+                               signature=signature, tag_set=tag_set, cache=cache, seed=seed,
+                               options={"policy": policy, "budget": budget,
+                                        **(placer_options or {})},
+                               measure=measure == "real")
+    if outcome.placement is None:
+        out = placement_out = None
     if out is not None:
-        apply_placement(workload.graph, placement, out, devices=device_set, overwrite=overwrite)
+        apply_placement(outcome.workload.graph, outcome.placement, out, devices=outcome.devices,
+                        overwrite=overwrite)
         placement_out = placement_out or f"{out.rstrip('/')}.placement.json"
     if placement_out is not None:
-        placement.to_json(placement_out)
-    return PlaceResult(source=str(source), method=method, placement=placement,
-                       devices=problem.device_names, groups=len(workload.groups),
-                       decide_s=decided.decide_s, info=decided.info, predicted=predicted,
-                       measured=measured, out=out, placement_file=placement_out)
+        outcome.placement.to_json(placement_out)
+    return PlaceResult(source=str(source), outcome=outcome, out=out,
+                       placement_file=placement_out)

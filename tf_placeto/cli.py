@@ -8,10 +8,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import logging
 import sys
+from collections import Counter
 
-from tf_placeto import _quiet
+import pandas as pd
+
+from tf_placeto import _quiet, api, methods, plots
+from tf_placeto._version import __version__
+from tf_placeto.compare import compare_sources, printable
+from tf_placeto.errors import InputError, PlacetoError, RuntimeFailure
+from tf_placeto.examples import registry
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.log import progress
+from tf_placeto.measure.trace import simulated_trace, write_trace
+from tf_placeto.policy import specs
+from tf_placeto.policy.starts import fast_start
+from tf_placeto.workload import MemoryLimit
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -29,46 +42,43 @@ def _source_arguments(parser) -> None:
                              "(.pb binary, .pbtxt text), or examples:NAME")
     parser.add_argument("--signature", metavar="NAME",
                         help="SavedModel signature (default: serving_default, or the only one)")
+    parser.add_argument("--tag-set", metavar="TAGS",
+                        help="SavedModel MetaGraph, by its comma-separated tags as "
+                             "saved_model_cli names them (default: serve, or the only one)")
 
 
-def _runtime_arguments(parser) -> None:
+def _runtime_arguments(parser, default: str = "this machine's devices") -> None:
+    """Where graphs are profiled and run; the same two flags in every command."""
     parser.add_argument("--devices", metavar="SPEC",
                         help="devices in this process: a count (of GPUs, else logical CPUs) or "
                              "comma-separated device names")
     parser.add_argument("--cluster", metavar="SPEC",
                         help="local:N (N worker processes on this machine, one core each), a "
-                             "ClusterSpec JSON (text or file), or TF_CONFIG")
+                             "ClusterSpec JSON (text or file), or TF_CONFIG "
+                             f"(default, without --devices: {default})")
 
 
 def _placing_arguments(parser) -> None:
-    from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
-
     parser.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
                         help=f"place at most N groups (default {DEFAULT_MAX_GROUPS})")
     parser.add_argument("--memory-per-device", metavar="BYTES|FRACTION",
                         help="memory limit of each device: bytes (2GiB, 500MB) or a fraction of "
                              "the graph's single-device peak (0.6)")
     parser.add_argument("--seed", type=int, default=0, help="seed of randomised methods")
-    parser.add_argument("--policy", metavar="DIR",
-                        help="placeto: a policy trained with `tf-placeto train` (default: the "
-                             "one shipped with the package)")
-    parser.add_argument("--budget", type=int, default=None, metavar="N",
-                        help="placeto: iterations of fine-tuning on the graph (default 0: one "
-                             "greedy episode, zero-shot; 10 within method auto)")
-    parser.add_argument("--start", choices=("fast", "random"), default=None,
-                        help="placeto: where its episodes start: fast (default), the best "
-                             "decision of the fast placers, which the policy improves; random, "
-                             "the Placeto paper's random placement")
-    parser.add_argument("--rnn-budget", type=int, default=None, metavar="N",
-                        help="rnn: placements the RNN planner evaluates (default 400)")
-    parser.add_argument("--time-limit", type=float, default=None, metavar="S",
-                        help="optimal: seconds the exact placer may search (default 30); it "
-                             "returns its best placement and the proven gap")
-    parser.add_argument("--objective", choices=["latency", "throughput"], default=None,
-                        help="optimal: the step's makespan (default) or pipelined throughput")
+    for spec, option in methods.options():       # each placer's own, from its PLACER
+        parser.add_argument(option.flag, type=option.type, choices=option.choices or None,
+                            metavar=option.metavar, help=_option_help(spec, option))
     parser.add_argument("--cache", metavar="DIR",
                         help="where profiles and results are kept "
                              "(default $TF_PLACETO_CACHE/profiles)")
+
+
+def _option_help(spec, option) -> str:
+    """A placer option's help: whose it is, what it does, its defaults."""
+    defaults = ([] if option.default is None else [f"default {option.default:g}"
+                 if isinstance(option.default, float) else f"default {option.default}"]) + \
+        ([] if option.auto is None else [f"{option.auto} within method {methods.AUTO}"])
+    return f"{spec.name}: {option.help}" + (f" ({'; '.join(defaults)})" if defaults else "")
 
 
 def _link_argument(parser) -> None:
@@ -82,11 +92,25 @@ def _say(message: str) -> None:
     print(f"tf-placeto: {message}", file=sys.stderr, flush=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+class _Progress(logging.Handler):
+    """The library's progress (the "tf_placeto" logger) on stderr, as the command's own."""
 
+    def emit(self, record):
+        _say(record.getMessage())
+
+
+def _show_progress() -> None:
+    logger = logging.getLogger("tf_placeto")
+    if not any(isinstance(handler, _Progress) for handler in logger.handlers):
+        logger.addHandler(_Progress())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tf-placeto", description="See and change where the ops of a "
                      "TensorFlow graph run.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show TensorFlow's own log and full tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -128,12 +152,20 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a placement to measure (repeat for several; none: as written)")
     measure.add_argument("--simulate", action="store_true",
                          help="predict from the profile (profiling first if none is cached)")
-    measure.add_argument("--repeats", type=int, default=5, metavar="N",
-                         help="timed runs after warm-up (default 5)")
+    measure.add_argument("--repeats", type=_repeats, default="auto", metavar="N|auto",
+                         help="rounds of timed runs after warm-up, the placements taking turns "
+                              "in each (default auto: until the ratios between placements are "
+                              "known to 5%%, or --time-budget ends)")
+    measure.add_argument("--time-budget", type=float, default=60.0, metavar="S",
+                         help="seconds of rounds that --repeats auto may spend (default 60)")
     measure.add_argument("--warmup", type=int, default=1, metavar="N",
                          help="untimed runs first (default 1)")
     measure.add_argument("--timeout", type=float, default=600.0, metavar="S",
                          help="a step that takes longer fails (default 600)")
+    measure.add_argument("--trace", metavar="DIR",
+                         help="write one step of each placement as DIR/<label>.json, a Chrome "
+                              "trace (ui.perfetto.dev): a traced run, or with --simulate the "
+                              "simulated schedule")
     measure.add_argument("--cache", metavar="DIR",
                          help="where profiles and results are kept "
                               "(default $TF_PLACETO_CACHE/profiles)")
@@ -162,18 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="every placement method on graphs and device counts: the scoreboard")
     compare.add_argument("graphs", metavar="GRAPH", nargs="+",
                          help="SOURCEs to compare on (examples:NAME, SavedModel directories)")
-    compare.add_argument("--devices", metavar="N", type=int, nargs="+",
-                         help="device counts (default: the cluster's size); with --simulate, "
-                              "any counts: devices like the profiled ones")
+    compare.add_argument("--counts", metavar="N", type=int, nargs="+",
+                         help="device counts to place on (default: as many as the runtime "
+                              "has); with --simulate, any counts: devices like the profiled "
+                              "ones")
     compare.add_argument("--simulate", action="store_true",
                          help="simulate every placement from the profile (default: measure each "
                               "for real on the cluster)")
-    compare.add_argument("--cluster", metavar="SPEC", default="local:2",
-                         help="where to profile and measure (default local:2: two worker "
-                              "processes on this machine, one core each)")
+    _runtime_arguments(compare, default="local:2: two worker processes on this machine, "
+                                "one core each")
     _link_argument(compare)
     compare.add_argument("--methods", metavar="M,M,...",
-                         help="methods to compare (default all)")
+                         help=f"methods to compare (default all: {', '.join(methods.names())})")
     _placing_arguments(compare)
     compare.add_argument("--repeats", type=int, default=5, metavar="N",
                          help="timed runs per real measurement (default 5)")
@@ -192,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the placement to show (default: the devices written in SOURCE)")
     show.add_argument("--gantt", metavar="FILE.png",
                       help="draw the simulated schedule: a row per device, transfers below")
+    show.add_argument("--trace", metavar="FILE.json",
+                      help="write the simulated schedule as a Chrome trace (ui.perfetto.dev): "
+                           "a process per device, transfers on their own rows")
     show.add_argument("--tensorboard", metavar="LOGDIR",
                       help="write the placed op graph as a TensorBoard log (Graphs view, "
                            "Color: Device)")
@@ -205,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--members", metavar="A-B", default=None,
                        help="which members of each family (default all), e.g. 0-23 to hold "
                             "24-31 out for evaluating transfer")
-    train.add_argument("--devices", metavar="N", type=int, nargs="+", required=True,
+    train.add_argument("--counts", metavar="N", type=int, nargs="+", required=True,
                        help="device counts to train for (devices like the profiled ones)")
     train.add_argument("--out", metavar="DIR", required=True,
                        help="where the checkpoints, summaries and exported policy go; an "
@@ -225,8 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "random placement; fast, the fast placers' best decision, for a "
                             "policy that learns to improve it (as `place` uses it by default)")
     _link_argument(train)
-    train.add_argument("--cluster", metavar="SPEC", default="local:2",
-                       help="where graphs are profiled (default local:2)")
+    _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(handler=_train)
@@ -239,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     args = build_parser().parse_args(argv)
+    _show_progress()
     if args.debug:
         return args.handler(args)
     with _quiet.native_stderr_to_log() as log_path:
@@ -253,11 +288,11 @@ def main(argv=None) -> int:
 
 
 def _run(args):
-    from tf_placeto.errors import PlacetoError
-
     try:
         return args.handler(args), None
-    except PlacetoError as exc:
+    except RuntimeFailure as exc:        # good input, failed work: the log says more
+        return EXIT_FAILED, f"tf-placeto: failed: {exc}"
+    except PlacetoError as exc:          # InputError, or any other report of bad input
         return EXIT_BAD_INPUT, f"tf-placeto: error: {exc}"
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED, "tf-placeto: interrupted"
@@ -268,14 +303,9 @@ def _run(args):
 
 
 def _inspect(args) -> int:
-    import tf_placeto as tp
-
-    if args.max_groups < 1:
-        from tf_placeto.errors import PlacetoError
-
-        raise PlacetoError(f"--max-groups must be at least 1, not {args.max_groups}")
-    graph = tp.import_graph(args.source, signature=args.signature)
-    groups = tp.group(graph, max_groups=args.max_groups)
+    _positive(args.max_groups, "--max-groups")
+    graph = api.import_graph(args.source, signature=args.signature, tag_set=args.tag_set)
+    groups = api.group(graph, max_groups=args.max_groups)
     if args.json:
         json.dump(_inspect_json(graph, groups), sys.stdout)
         sys.stdout.write("\n")
@@ -310,8 +340,6 @@ def _inspect_json(graph, groups) -> dict:
 
 
 def _print_inspect(graph, groups, max_groups: int) -> None:
-    import pandas as pd
-
     s = groups.summary()
     print(f"source: {graph.source.describe()}")
     print(f"ops: {s['num_ops']}   data edges: {s['num_edges']}   "
@@ -332,11 +360,9 @@ def _print_inspect(graph, groups, max_groups: int) -> None:
 
 
 def _apply(args) -> int:
-    import tf_placeto as tp
-    from collections import Counter
-
-    result = tp.apply_placement(args.source, args.placement, args.out, devices=args.devices,
-                                signature=args.signature, overwrite=args.overwrite)
+    result = api.apply_placement(args.source, args.placement, args.out, devices=args.devices,
+                                signature=args.signature, tag_set=args.tag_set,
+                                overwrite=args.overwrite)
     counts = Counter(result.placement.values())
     spread = ", ".join(f"{device} ({n} ops)" for device, n in sorted(counts.items()))
     print(f"wrote {args.out}: {len(result.placement)} ops placed on {spread}")
@@ -347,22 +373,25 @@ def _apply(args) -> int:
     return EXIT_OK
 
 
-def _positive(value, flag: str) -> None:
-    from tf_placeto.errors import PlacetoError
+def _repeats(text: str):
+    """--repeats: a count of at least 1, or auto."""
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a count of at least 1 or auto, not {text!r}")
+    return int(text)
 
+
+def _positive(value, flag: str) -> None:
     if value < 1:
-        raise PlacetoError(f"{flag} must be at least 1, not {value}")
+        raise InputError(f"{flag} must be at least 1, not {value}")
 
 
 def _profile(args) -> int:
-    import tf_placeto as tp
-    from tf_placeto.measure.profiler import profile
-    from tf_placeto.measure.runtime import open_runtime
-
     _positive(args.runs, "--runs")
-    graph = tp.import_graph(args.source, signature=args.signature)
-    with open_runtime(args.devices, args.cluster) as runtime:
-        result = profile(graph, runtime, cache=args.cache, runs=args.runs, say=_say)
+    result = api.profile(args.source, devices=args.devices, cluster=args.cluster,
+                         runs=args.runs, cache=args.cache, signature=args.signature,
+                         tag_set=args.tag_set)
     summary = {"directory": result.directory, "cached": result.cached,
                **result.model.summary()}
     if args.json:
@@ -385,49 +414,37 @@ def _profile(args) -> int:
 
 
 def _measure(args) -> int:
-    import tf_placeto as tp
-    from tf_placeto.measure.costmodel import profile_key
-    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
-    from tf_placeto.measure.profiler import profile
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.cache import cache_dir
-
-    _positive(args.repeats, "--repeats")
-    placements = [tp.Placement.from_json(path) for path in args.placement] or [None]
-    labels = args.placement or ["as written"]
-    graph = tp.import_graph(args.source, signature=args.signature)
-    named = {device for p in placements if p for device in p.values()}
-    with open_runtime(args.devices, args.cluster, named=named) as runtime:
-        devices = tp.DeviceSet.from_strings(runtime.device_names)
-        for placement in placements:          # every bad input before any long work
-            if placement:
-                placement.validate(graph, devices)
-        if args.simulate:
-            model = profile(graph, runtime, cache=args.cache, say=_say).model
-            measurer = SimulatedMeasurer(graph, model, devices)
-        else:
-            key, _ = profile_key(graph, runtime.device_names)
-            results_dir = os.path.join(args.cache or cache_dir("profiles"), key)
-            measurer = RealMeasurer(graph, runtime, results_dir=results_dir,
-                                    repeats=args.repeats, warmup=max(args.warmup, 0),
-                                    timeout_s=args.timeout)
-        results = measurer.evaluate(placements, labels=labels)
+    if args.timeout <= 0 or args.time_budget <= 0:
+        raise InputError("--timeout and --time-budget must be above 0 seconds")
+    results = api.measure_steps(args.source, args.placement or [None],
+                                labels=args.placement or ["as written"], devices=args.devices,
+                                cluster=args.cluster, simulate=args.simulate,
+                                repeats=args.repeats, warmup=max(args.warmup, 0),
+                                timeout_s=args.timeout, budget_s=args.time_budget,
+                                cache=args.cache,
+                                signature=args.signature, tag_set=args.tag_set, trace=args.trace)
     if args.json:
         print(json.dumps([r.to_json() for r in results]))
     else:
         _print_results(results)
+        if args.trace:
+            print(f"wrote a trace per placement into {args.trace} (open in ui.perfetto.dev)")
     return EXIT_OK
 
 
 def _print_results(results) -> None:
-    import pandas as pd
-
     rows = []
     for r in results:
         memory = ", ".join(f"{d.rsplit('/', 1)[-1] if '/job:' not in d else d}: {b / 2**20:.1f}"
                            for d, b in sorted(r.peak_memory_bytes.items()))
+        interval = (f"{r.interval['low'] * 1e3:.2f} .. {r.interval['high'] * 1e3:.2f}"
+                    if r.interval else "-")
+        ratio = (f"{r.ratio_to_first['median']:.3f} ({r.ratio_to_first['low']:.3f} .. "
+                 f"{r.ratio_to_first['high']:.3f})" if r.ratio_to_first else "-")
         rows.append({"placement": r.label, "status": r.status,
-                     "median (ms)": r.step_time_s * 1e3, "spread (ms)": r.spread_s * 1e3,
+                     "median (ms)": r.step_time_s * 1e3, "95% interval (ms)": interval,
+                     "x first (95%)": ratio,
+                     "cannot tell from": ", ".join(r.indistinct_from) or "-",
                      "runs": r.runs if not r.simulated else "simulated",
                      "peak memory (MiB)": memory or "-", "reason": r.reason})
     with pd.option_context("display.max_colwidth", 80, "display.width", 200):
@@ -435,112 +452,93 @@ def _print_results(results) -> None:
 
 
 def _check_placing(args) -> None:
-    from tf_placeto.errors import PlacetoError
-
     _positive(args.max_groups, "--max-groups")
-    if args.budget is not None and args.budget < 0:
-        raise PlacetoError(f"--budget must be at least 0, not {args.budget}")
-    if args.rnn_budget is not None:
-        _positive(args.rnn_budget, "--rnn-budget")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise PlacetoError(f"--time-limit must be above 0, not {args.time_limit:g}")
+    methods.check_options(_placer_options(args))
     if getattr(args, "method", None) is not None:
-        from tf_placeto import placers
-        from tf_placeto.workload import AUTO
-
-        if args.method != AUTO and args.method not in placers.names():
-            raise PlacetoError(f"unknown method {args.method!r}; methods: {AUTO}, "
-                               f"{', '.join(placers.names())}")
+        methods.spec(args.method)
 
 
 def _placer_options(args) -> dict:
-    """The placer options given on the command line (workload.PLACER_OPTIONS)."""
-    return {"policy": args.policy, "budget": args.budget, "start": args.start,
-            "rnn_budget": args.rnn_budget,
-            "time_limit": args.time_limit, "objective": args.objective}
+    """The placer options given on the command line, by their names (methods.options())."""
+    return {option.name: getattr(args, option.name) for _, option in methods.options()}
 
 
 def _place(args) -> int:
-    import tf_placeto as tp
-
     _check_placing(args)
-    result = tp.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
+    result = api.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
                       max_groups=args.max_groups, memory_per_device=args.memory_per_device,
                       seed=args.seed, measure="simulate" if args.simulate else "real",
                       placer_options=_placer_options(args),
                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
-                      signature=args.signature, cache=args.cache, say=_say)
+                      signature=args.signature, tag_set=args.tag_set, cache=args.cache)
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
     print(f"{args.method} placed {summary['groups']} groups of {args.source} on "
           f"{len(summary['devices'])} devices in {summary['decide_s']:.2f} s")
+    if "measured_candidates" in summary:
+        _print_candidates(summary["measured_candidates"], summary["winner"])
+    else:
+        print("nothing was measured (--simulate): the placement is the best predicted one")
     for kind in ("predicted", "measured"):
         if f"{kind}_after_s" in summary:
             print(f"{kind} step: {summary[f'{kind}_before_s'] * 1e3:.1f} ms as written -> "
-                  f"{summary[f'{kind}_after_s'] * 1e3:.1f} ms placed"
+                  f"{summary[f'{kind}_after_s'] * 1e3:.1f} ms "
+                  + ("placed" if summary["written"] else "(kept as written)")
                   + (" (medians)" if kind == "measured" else "")
                   + ("" if summary[f"{kind}_status"] == "ok" else f" ({summary[f'{kind}_status']})"))
+    if not summary["written"]:
+        print("no placement was faster than the graph as written beyond the noise: "
+              "nothing written")
     for key, what in (("out", "placed model"), ("placement", "placement")):
         if summary.get(key):
             print(f"wrote the {what}: {summary[key]}")
     return EXIT_OK
 
 
+def _print_candidates(candidates: list, winner) -> None:
+    """The placements measured for real, in turns: medians, intervals, ratios, the winner."""
+    rows = [{"placement": c["label"], "status": c["status"], "runs": c["runs"],
+             "median (ms)": c["median_s"] * 1e3,
+             "95% interval (ms)": f"{c['low_s'] * 1e3:.2f} .. {c['high_s'] * 1e3:.2f}"
+             if c["low_s"] is not None else "-",
+             "x as written (95%)": f"{c['ratio_median']:.3f} ({c['ratio_low']:.3f} .. "
+                                   f"{c['ratio_high']:.3f})" if c["ratio_median"] else "-",
+             "": "<- written" if c["label"] == winner else c["reason"][:60]}
+            for c in candidates]
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+
+
 def _compare(args) -> int:
-    from tqdm import tqdm
-
-    from tf_placeto.measure.costmodel import Link
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
-    from tf_placeto.compare import RealRuns, compare, printable
-    from tf_placeto.errors import PlacetoError
-    from tf_placeto.workload import MemoryLimit, load_workload
-
     _check_placing(args)
     _positive(args.repeats, "--repeats")
     if args.measure_best is not None:
         _positive(args.measure_best, "--measure-best")
-    memory = MemoryLimit.parse(args.memory_per_device)
-    link = Link.parse(args.link) if args.link else None
-    if link is not None and not args.simulate:
-        raise PlacetoError("--link describes simulated devices: pass --simulate")
-    methods = args.methods.split(",") if args.methods else placers.names()
-    unknown = [m for m in methods if m not in placers.names()]
-    if unknown:
-        raise PlacetoError(f"unknown method(s) {', '.join(unknown)}; methods: "
-                           f"{', '.join(placers.names())}")
-    with open_runtime(cluster=args.cluster) as runtime:
-        counts = args.devices or [None]
-        if not args.simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
-            raise PlacetoError(f"measuring for real uses the cluster's {len(runtime.device_names)} "
-                               "devices: pass --simulate for other device counts")
-        workloads = [load_workload(graph, runtime, max_groups=args.max_groups, cache=args.cache,
-                                   say=_say) for graph in args.graphs]
-        real = None if args.simulate else RealRuns(runtime, repeats=args.repeats,
-                                                     best=args.measure_best)
-        with tqdm(total=len(workloads) * len(counts) * len(methods), file=sys.stderr,
-                  unit="placement", leave=False, disable=None) as bar:
-            def progress(message):
-                bar.set_description(message[:60])
-                if "for real" not in message:
-                    bar.update(1)
-            table = compare(workloads, counts, methods, memory=memory, real=real,
-                            seed=args.seed, progress=progress,
-                            options=_placer_options(args), link=link)
+    compared = args.methods.split(",") if args.methods else methods.names()
+    with progress(total=len(args.graphs) * len(args.counts or [None]) * len(compared),
+                  unit="placement", leave=False) as bar:
+        def advanced(message):
+            bar.set_description(message[:60])
+            if "for real" not in message:
+                bar.update(1)
+        table = compare_sources(args.graphs, compared, counts=args.counts, devices=args.devices,
+                                cluster=args.cluster, simulate=args.simulate,
+                                repeats=args.repeats, measure_best=args.measure_best,
+                                memory_per_device=args.memory_per_device, link=args.link,
+                                max_groups=args.max_groups, seed=args.seed,
+                                options=_placer_options(args), cache=args.cache,
+                                progress=advanced)
     if args.csv:
         table.to_csv(args.csv, index=False)
     if args.plot:
-        from tf_placeto.plots import comparison_plot
-
-        comparison_plot(table, args.plot)
+        plots.comparison_plot(table, args.plot)
     if args.json:
         print(table.to_json(orient="records"))
     else:
         print(printable(table))
-        if memory is not None:
-            print(f"\nmemory limit: {memory.describe()}")
+        if args.memory_per_device is not None:
+            print(f"\nmemory limit: {MemoryLimit.parse(args.memory_per_device).describe()}")
         for path, what in ((args.csv, "table"), (args.plot, "plot")):
             if path:
                 print(f"wrote the {what}: {path}")
@@ -548,45 +546,29 @@ def _compare(args) -> int:
 
 
 def _show(args) -> int:
-    import tf_placeto as tp
-    from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.measure.profiler import profile
-    from tf_placeto.measure.runtime import open_runtime
-
-    graph = tp.import_graph(args.source, signature=args.signature)
-    placement = tp.Placement.from_json(args.placement) if args.placement else None
-    named = set(placement.values()) if placement else set()
-    with open_runtime(args.devices, args.cluster, named=named) as runtime:
-        devices = tp.DeviceSet.from_strings(runtime.device_names)
-        if placement:
-            placement.validate(graph, devices)
-        model = profile(graph, runtime, cache=args.cache, say=_say).model
-    measurer = SimulatedMeasurer(graph, model, devices, schedule=bool(args.gantt))
-    [result] = measurer.evaluate([placement], labels=[args.placement or "as written"])
-    ops_on = dict.fromkeys(devices.names, 0)
-    for device in measurer.device_indices(placement):
-        ops_on[devices.names[device]] += 1
-    summary = {"source": args.source, "placement": result.label,
+    simulation = api.simulate(args.source, args.placement, devices=args.devices,
+                              cluster=args.cluster, schedule=bool(args.gantt or args.trace),
+                              cache=args.cache, signature=args.signature, tag_set=args.tag_set)
+    result = simulation.result
+    ops_on = simulation.ops_per_device()
+    summary = {"source": args.source, "placement": args.placement or "as written",
                "predicted_step_s": result.step_time_s, "status": result.status,
                "devices": [{"device": d, "ops": ops_on[d], "busy_s": result.busy_s[d],
                             "peak_memory_bytes": result.peak_memory_bytes[d]}
-                           for d in devices.names]}
+                           for d in simulation.devices]}
     if args.gantt:
-        from tf_placeto.plots import gantt
-
-        gantt(result.schedule, args.gantt, title=f"{args.source}: {result.label}")
+        plots.gantt(result.schedule, args.gantt, title=f"{args.source}: {summary['placement']}")
         summary["gantt"] = args.gantt
+    if args.trace:
+        summary["trace"] = write_trace(
+            simulated_trace(result.schedule, simulation.devices, simulation.graph), args.trace)
     if args.tensorboard:
-        from tf_placeto.plots import tensorboard_graph
-
-        op_devices = [devices.names[d] for d in measurer.device_indices(placement)]
-        summary["tensorboard"] = tensorboard_graph(graph, op_devices, args.tensorboard)
+        summary["tensorboard"] = plots.tensorboard_graph(simulation.graph, simulation.op_devices,
+                                                         args.tensorboard)
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
-    import pandas as pd
-
-    print(f"{args.source} ({result.label}): predicted step {result.step_time_s * 1e3:.1f} ms, "
+    print(f"{args.source} ({summary['placement']}): predicted step {result.step_time_s * 1e3:.1f} ms, "
           f"{result.status}")
     frame = pd.DataFrame(summary["devices"])
     frame["busy (ms)"] = frame.pop("busy_s") * 1e3
@@ -594,49 +576,33 @@ def _show(args) -> int:
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     if args.gantt:
         print(f"wrote the schedule: {args.gantt}")
+    if args.trace:
+        print(f"wrote the trace: {args.trace} (open in ui.perfetto.dev)")
     if args.tensorboard:
         print(f"wrote the graph for TensorBoard: tensorboard --logdir {args.tensorboard}")
     return EXIT_OK
 
 
 def _train(args) -> int:
-    from tqdm import tqdm
-
-    from tf_placeto.measure.costmodel import Link
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.policy import specs
+    # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.training import Trainer, TrainingConfig
-    from tf_placeto.workload import load_workload
 
     if args.imitate < 0 or args.steps < (0 if args.imitate else 1):
-        from tf_placeto.errors import PlacetoError
-
-        raise PlacetoError(f"--steps {args.steps} --imitate {args.imitate}: the iterations must "
-                           "be at least 1 (0 with imitation), the epochs at least 0")
+        raise InputError(f"--steps {args.steps} --imitate {args.imitate}: the iterations must "
+                         "be at least 1 (0 with imitation), the epochs at least 0")
     _positive(args.episodes, "--episodes")
-    bad = [n for n in args.devices if not 2 <= n <= specs.MAX_DEVICES]
+    bad = [n for n in args.counts if not 2 <= n <= specs.MAX_DEVICES]
     if bad:
-        from tf_placeto.errors import PlacetoError
-
-        raise PlacetoError(f"--devices {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "
-                           "devices")
-    sources = _expand_graphs(args.graphs, args.members)
-    link = Link.parse(args.link) if args.link else None
-    problems = []
-    with open_runtime(cluster=args.cluster) as runtime:
-        for source in tqdm(sources, desc="profiling", unit="graph", file=sys.stderr,
-                           disable=None):
-            workload = load_workload(source, runtime, max_groups=specs.MAX_GROUPS,
-                                     cache=args.cache)
-            problems += [workload.problem(n, link=link) for n in args.devices]
-    _say(f"training on {len(sources)} graphs x {len(args.devices)} device counts "
-         f"= {len(problems)} problems; writing to {args.out}")
+        raise InputError(f"--counts {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "
+                         "devices")
+    problems = api.training_problems(args.graphs, args.counts, members=args.members,
+                                     devices=args.devices, cluster=args.cluster, link=args.link,
+                                     max_groups=specs.MAX_GROUPS, cache=args.cache)
+    _say(f"training on {len(problems)} problems; writing to {args.out}")
 
     def fast_decisions():
-        from tf_placeto.policy.environment import fast_start
-
-        return [fast_start(problem)[1] for problem in tqdm(
-            problems, desc="fast placers", unit="problem", file=sys.stderr, disable=None)]
+        return [fast_start(problem)[1]
+                for problem in progress(problems, desc="fast placers", unit="problem")]
 
     fast = fast_decisions() if args.start == "fast" else None
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
@@ -644,20 +610,18 @@ def _train(args) -> int:
                       initial=fast)
     if args.imitate > 0 and not trainer.imitation:    # a resumed run has imitated already
         fast = fast or fast_decisions()
-        with tqdm(total=args.imitate, unit="epoch", desc="imitation", file=sys.stderr,
-                  disable=None) as bar:
+        with progress(total=args.imitate, unit="epoch", desc="imitation") as bar:
             def imitated(row):
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
             trainer.imitate(fast, args.imitate, progress=imitated)
-    with tqdm(total=args.steps, initial=trainer.iterations_done, unit="iteration",
-              file=sys.stderr, disable=None) as bar:
-        def progress(row):
+    with progress(total=args.steps, initial=trainer.iterations_done, unit="iteration") as bar:
+        def iterated(row):
             bar.update(1)
             bar.set_postfix(episodes=row["iteration"] * args.episodes,
                             best_speedup=f"{row['best_speedup']:.3f}x",
                             mean_return=f"{row['mean_return']:+.3f}")
-        history = trainer.run(args.steps, progress=progress)
+        history = trainer.run(args.steps, progress=iterated)
     policy = trainer.export()
     if trainer.imitation:
         print(f"after {len(trainer.imitation)} epochs of imitation, the policy's likeliest "
@@ -671,32 +635,7 @@ def _train(args) -> int:
     return EXIT_OK
 
 
-def _expand_graphs(graphs, members) -> list:
-    """examples:FAMILY -> its members (those in `members`, "A-B"); other sources as given."""
-    from tf_placeto.examples import registry
-    from tf_placeto.errors import PlacetoError
-
-    first, last = 0, None
-    if members:
-        low, _, high = members.partition("-")
-        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
-            raise PlacetoError(f"--members {members!r}: write A-B, e.g. 0-23")
-        first, last = int(low), int(high)
-    families = registry.families()
-    sources = []
-    for graph in graphs:
-        family = graph[len("examples:"):] if graph.startswith("examples:") else None
-        if family in families:
-            sources += [f"examples:{m}" for m in families[family][first:None if last is None
-                                                                   else last + 1]]
-        else:
-            sources.append(graph)
-    return sources
-
-
 def _examples(args) -> int:
-    from tf_placeto.examples import registry
-
     for name in registry.names(include_large=True):
         print(f"examples:{name:<14} {registry.get(name).description}")
     for family, members in registry.families().items():

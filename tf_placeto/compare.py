@@ -17,9 +17,14 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tf_placeto import placers
-from tf_placeto.errors import PlacetoError
-from tf_placeto.workload import MemoryLimit, Workload
+from tf_placeto import methods as placement_methods
+from tf_placeto.errors import InputError, PlacetoError
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.measure.costmodel import Link
+from tf_placeto.measure.measurer import RealMeasurer
+from tf_placeto.measure.runtime import open_runtime
+from tf_placeto.placers.objectives import OBJECTIVES
+from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
 COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
            "lower_bound_s", "vs_best", "vs_lower_bound", "decide_s", "peak_memory_bytes",
@@ -46,7 +51,7 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             progress: Callable[[str], None] = lambda message: None,
             options: Optional[dict] = None, link=None) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
-    options: placer options (workload.PLACER_OPTIONS: policy, budget, ...); link: simulate
+    options: placer options by their names (methods.options(): budget, ...); link: simulate
     devices joined by this tf_placeto.measure.costmodel.Link instead of the measured links.
 
     table.attrs["group_devices"]: {(graph, devices, method): the decision, a device index per
@@ -64,6 +69,39 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
     return table
 
 
+def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = None, *,
+                    counts: Optional[Sequence[int]] = None, devices: Optional[str] = None,
+                    cluster: Optional[str] = None, simulate: bool = False, repeats: int = 5,
+                    measure_best: Optional[int] = None,
+                    memory_per_device: Optional[str] = None, link: Optional[str] = None,
+                    max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0,
+                    options: Optional[dict] = None, cache: Optional[str] = None,
+                    progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+    """`compare` from sources, as `tf-placeto compare` runs it: on the devices or cluster
+    (neither: local:2, two worker processes), every graph profiled there (cached), every
+    method (default all) on every device count (default: the runtime's; others need
+    `simulate`, with devices like the profiled ones, joined by `link` if given)."""
+    methods = list(methods or placement_methods.names())
+    for method in methods:
+        placement_methods.spec(method)
+    placement_methods.check_options(options)
+    memory = MemoryLimit.parse(memory_per_device)
+    link = Link.parse(link) if link else None
+    if link is not None and not simulate:
+        raise InputError("--link describes simulated devices: pass --simulate")
+    with open_runtime(devices, cluster or (None if devices else "local:2")) as runtime:
+        counts = list(counts or [None])
+        if not simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
+            raise InputError(f"measuring for real uses the runtime's "
+                             f"{len(runtime.device_names)} devices: pass --simulate for other "
+                             "device counts")
+        workloads = [load_workload(graph, runtime, max_groups=max_groups, cache=cache)
+                     for graph in graphs]
+        real = None if simulate else RealRuns(runtime, repeats=repeats, best=measure_best)
+        return compare(workloads, counts, methods, memory=memory, real=real, seed=seed,
+                       progress=progress, options=options, link=link)
+
+
 def _rows_for(workload, problem, methods, real, seed, progress, options, decided) -> list:
     bound_s = problem.lower_bound_us() / 1e6
     limit = float(problem.capacity_bytes.max())
@@ -75,8 +113,7 @@ def _rows_for(workload, problem, methods, real, seed, progress, options, decided
     for method in methods:
         progress(f"{workload.name} on {problem.n_devices} devices: {method}")
         try:
-            decision = placers.place(method, problem, seed=seed,
-                                     **workload.placer_options(method, options))
+            decision = workload.decide(method, problem, seed=seed, options=options)
         except PlacetoError as error:       # a placer that cannot serve this problem says why
             rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
             continue
@@ -102,8 +139,6 @@ def _against_the_optimum(problem, decisions, rows) -> None:
     """With the exact placer among the methods: every decision's value under the objective it
     optimised (objective_s) and its ratio to the exact one's (vs_optimal), whose row says how
     far from the proven optimum that one may still be (its gap)."""
-    from tf_placeto.placers.objectives import OBJECTIVES
-
     exact = next((d for d in decisions if d.method == EXACT), None)
     if exact is None or not exact.info.get("objective_us"):
         return
@@ -117,8 +152,6 @@ def _against_the_optimum(problem, decisions, rows) -> None:
 
 
 def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
-    from tf_placeto.measure.measurer import RealMeasurer
-
     measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
                             repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)
     chosen = _to_measure(rows, real.best)

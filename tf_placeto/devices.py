@@ -42,7 +42,7 @@ class Device:
 
 def parse_device(text: str) -> Device:
     """One TensorFlow device string -> Device; it must name one device (type and index)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     if not isinstance(text, str) or not text.strip():
         raise DeviceError(f"{text!r} is not a device name")
@@ -170,7 +170,7 @@ def _logical_gpu_count() -> int:
 
     Read from the configuration, so that asking does not start TensorFlow's runtime.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     return sum(len(tf.config.get_logical_device_configuration(gpu) or [None])
                for gpu in tf.config.list_physical_devices("GPU"))

@@ -1,24 +1,38 @@
-"""The errors a user can cause, as opposed to bugs.
+"""The errors tf_placeto reports to a person, as opposed to bugs: two kinds.
 
-Everything tf_placeto raises on bad input is a `PlacetoError`; the command line prints its
-message as one line and exits non-zero, so the message must say what is wrong and what to do.
+An `InputError` is bad input (a SOURCE, device, placement, file or option): fixing the input
+fixes it, and the command line exits 2 with its one line. A `RuntimeFailure` is good input
+whose work failed (a run, a worker, TensorFlow): the command line exits 1 and keeps
+TensorFlow's log. Either way the message must say what is wrong and what to do.
 """
 
 
 class PlacetoError(Exception):
-    """Bad input: a message for a person, never a traceback."""
+    """What tf_placeto reports: a message for a person, never a traceback."""
 
 
-class SourceError(PlacetoError):
+class InputError(PlacetoError):
+    """Bad input: the user can fix it by changing what they gave."""
+
+
+class RuntimeFailure(PlacetoError):
+    """Good input whose work failed: a run, a worker process or TensorFlow."""
+
+
+class SourceError(InputError):
     """A SOURCE that cannot be read: missing, corrupt, or without the named signature."""
 
 
-class DeviceError(PlacetoError):
+class DeviceError(InputError):
     """A device that does not exist or cannot be parsed."""
 
 
-class PlacementError(PlacetoError):
+class PlacementError(InputError):
     """A placement that names unknown ops, splits a colocation group or breaks a kernel rule."""
+
+
+class MeasurementError(RuntimeFailure):
+    """Running the graph to profile or measure it failed."""
 
 
 # Lines TensorFlow puts before the message that says what went wrong.

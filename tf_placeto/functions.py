@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 from typing import Optional
 
-from tf_placeto.errors import PlacetoError
+from tf_placeto.api import import_graph
+from tf_placeto.errors import InputError
+from tf_placeto.rewrite import placed_proto
 
 CAPTURE_SCOPE = "placeto_captured"     # the exported step's variables: CAPTURE_SCOPE/k
 SIGNATURE = "serving_default"
@@ -38,9 +40,9 @@ def captured_variables(concrete) -> list:
                                      concrete.captured_inputs):
         variable = by_handle.get(id(captured))
         if variable is None and captured.dtype.name == "resource":
-            raise PlacetoError(f"the function captures a resource that is not a variable "
-                               f"({placeholder.op.name}); optimize() handles functions whose "
-                               f"captures are variables and tensors")
+            raise InputError(f"the function captures a resource that is not a variable "
+                             f"({placeholder.op.name}); optimize() handles functions whose "
+                             f"captures are variables and tensors")
         found.append(variable)
     return found
 
@@ -48,7 +50,7 @@ def captured_variables(concrete) -> list:
 def export_step(concrete, export_dir: str) -> dict:
     """Write the measurable copy of `concrete`; returns {variable op name: the caller's
     variable device}, the pins that keep each variable's ops where the variable lives."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     graph_def = concrete.graph.as_graph_def(add_shapes=True)
     arguments = concrete.inputs[:_argument_count(concrete)]
@@ -100,10 +102,7 @@ class PlacedStep:
     """
 
     def __init__(self, concrete, placement: dict):
-        import tensorflow as tf
-
-        from tf_placeto.api import import_graph
-        from tf_placeto.rewrite import placed_proto
+        import tensorflow as tf  # heavy: loaded on first use, not with the package
 
         graph = import_graph(concrete)
         own = {name: device for name, device in placement.items() if name in graph}
@@ -125,7 +124,7 @@ class PlacedStep:
         self._run = tf.compat.v1.wrap_function(run, specs)
 
     def __call__(self, flat_arguments: list):
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded on first use, not with the package
 
         flat = self._run(*flat_arguments, *self._concrete.captured_inputs)
         return tf.nest.pack_sequence_as(self._concrete.structured_outputs, flat,
@@ -139,7 +138,7 @@ def flat_tensor_arguments(concrete, python_signature, args, kwargs) -> Optional[
     python_signature: the traced Python function's inspect.Signature, which orders keyword
     arguments as tracing did; None for positional tensors only.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     values = [args, kwargs]
     if python_signature is not None:

@@ -14,8 +14,10 @@ the device they live on, and so do the ops that read and update them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import logging
 import os
 import shutil
 import sys
@@ -23,9 +25,18 @@ import tempfile
 import warnings
 from typing import Optional, Sequence, Union
 
-from tf_placeto.errors import DeviceError, PlacetoError
+import pandas as pd
+
+from tf_placeto import methods, pipeline
+from tf_placeto.devices import canonical_device
+from tf_placeto.errors import DeviceError, InputError
+from tf_placeto.functions import PlacedStep, export_step, flat_tensor_arguments
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.placement import Placement
+from tf_placeto.workload import MemoryLimit
+
+log = logging.getLogger(__name__)
 
 MEASURE_MODES = ("auto", "real", "simulate")
 
@@ -37,9 +48,7 @@ class UnplacedCallWarning(UserWarning):
 def this_process_devices(kind: Optional[str] = None) -> list:
     """Canonical names of the devices the eager runtime has: its GPUs if any, else its
     (logical) CPUs, or only those of `kind`."""
-    import tensorflow as tf
-
-    from tf_placeto.devices import canonical_device
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     kinds = [kind] if kind else ["GPU", "CPU"]
     for device_type in kinds:
@@ -53,8 +62,6 @@ def resolve_devices(devices: Union[None, int, Sequence[str]]) -> tuple:
     """(the devices of this process to profile on, how many devices to place on): None means
     all of the local accelerator type, N the first N of them (simulated past what is
     present), names those devices."""
-    from tf_placeto.devices import canonical_device
-
     present = this_process_devices()
     if devices is None:
         return present, len(present)
@@ -76,7 +83,8 @@ class OptimizedStep:
     """The placed step: call it like the function; inspect what was decided and measured."""
 
     function: object                 # the tf.function (or ConcreteFunction) given
-    placement: Placement             # op of the function -> device
+    placement: Optional[Placement]   # op of the function -> device; None: kept as written,
+                                     # since no placement was measured faster
     devices: list
     method: str
     info: dict                       # what the placer said about its decision
@@ -88,8 +96,8 @@ class OptimizedStep:
     _warned: set = dataclasses.field(repr=False, default_factory=set)
 
     def __call__(self, *args, **kwargs):
-        from tf_placeto.functions import flat_tensor_arguments
-
+        if self._placed is None:                 # measured: no placement beat the original
+            return self.function(*args, **kwargs)
         flat = flat_tensor_arguments(self._concrete, self._signature, args, kwargs)
         if flat is not None:
             return self._placed(flat)
@@ -115,10 +123,8 @@ class OptimizedStep:
     def report(self):
         """A pandas DataFrame, one row per device: its ops, predicted busy time and peak
         memory of the placed step; the step times (`step_times()`) are in its `attrs`."""
-        import pandas as pd
-
         after = self.predicted["after"]
-        counts = pd.Series(list(self.placement.values())).value_counts()
+        counts = pd.Series(list((self.placement or {}).values())).value_counts()
         table = pd.DataFrame({
             "ops": [int(counts.get(d, 0)) for d in self.devices],
             "busy_s": [after.busy_s.get(d, 0.0) for d in self.devices],
@@ -129,7 +135,7 @@ class OptimizedStep:
 
 
 def _shapes(args, kwargs) -> tuple:
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     return tuple(tuple(getattr(leaf, "shape", ())) for leaf in
                  tf.nest.flatten((args, kwargs), expand_composites=True))
@@ -145,87 +151,84 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     """Place `function` (a tf.function, traced with the example arguments) on `devices`.
 
     devices: None (this process's GPUs, else its logical CPUs), a count, or device names.
-    method: "auto" or a name of tf_placeto.placers.names(); budget, policy: Placeto's
+    method: "auto" or a name of tf_placeto.methods.names(); budget, policy: Placeto's
     fine-tuning iterations and trained policy; placer_options: the other placers' options
-    (tf_placeto.workload.PLACER_OPTIONS). measure: "real" runs the step as written and as
+    (by their names in tf_placeto.methods.options()). measure: "real" runs the step as written and as
     placed on the devices (on a copy of the variables), "simulate" predicts both from the
     profile, "auto" measures for real when all devices are in this process.
     """
-    from tf_placeto.measure.measurer import RealMeasurer, SimulatedMeasurer
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto import placers
-    from tf_placeto.devices import DeviceSet, parse_device
-    from tf_placeto.functions import PlacedStep, export_step
-    from tf_placeto.workload import AUTO, MemoryLimit, load_workload
-
     if measure not in MEASURE_MODES:
-        raise PlacetoError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")
-    if method != AUTO and method not in placers.names():
-        raise PlacetoError(f"unknown placement method {method!r}; methods: auto, "
-                           f"{', '.join(placers.names())}")
-    say = (lambda message: print(f"tf_placeto: {message}", file=sys.stderr, flush=True)) \
-        if verbose else (lambda message: None)
-    concrete = _concrete_function(function, example_args, example_kwargs or {})
-    profiled_on, count = resolve_devices(devices)
-    present = count == len(profiled_on)
-    if measure == "real" and not present:
-        raise DeviceError(f"measure='real' needs the devices in this process: {count} asked "
-                          f"for, {len(profiled_on)} here")
-    export_dir = tempfile.mkdtemp(prefix="tf-placeto-step-")
-    try:
-        step_model = os.path.join(export_dir, "step")
-        pins = export_step(concrete, step_model)
-        with open_runtime(devices=",".join(profiled_on)) as runtime:
-            workload = load_workload(step_model, runtime, max_groups=max_groups, cache=cache,
-                                     say=say)
-            problem = workload.problem(None if present else count,
-                                       MemoryLimit.parse(memory_per_device))
-            problem = _pinned(problem, workload, pins)
-            say(f"placing {len(workload.groups)} groups on {problem.n_devices} devices "
-                f"with {method}")
-            decided = workload.decide(method, problem, seed=seed,
-                                      options={"policy": policy, "budget": budget,
-                                               **(placer_options or {})}, say=say)
-            placement = Placement(problem.placement(decided.group_devices))
-            labels = ["as written", "placed"]
-            predicted = SimulatedMeasurer(
-                workload.graph, workload.cost_model,
-                DeviceSet([parse_device(name) for name in problem.device_names]),
-                memory_capacity=dict(zip(problem.device_names, problem.capacity_bytes))
-            ).evaluate([None, placement], labels)
-            measured = None
-            if present and measure != "simulate":
-                say("measuring the step as written and as placed, for real "
-                    "(on a copy of the variables)")
-                measured = RealMeasurer(workload.graph, runtime,
-                                        results_dir=workload.profile_dir).evaluate(
-                    [None, placement], labels)
-    finally:
-        shutil.rmtree(export_dir, ignore_errors=True)
-    if not present:
-        say(f"only {len(profiled_on)} of the {count} devices are in this process: the placed "
-            f"step runs where TensorFlow's soft placement puts the missing ones")
-    in_function = {op.name for op in concrete.graph.get_operations()}
-    own = Placement({name: device for name, device in placement.items()
-                     if name in in_function})
-    result = OptimizedStep(
-        function=function, placement=own, devices=list(problem.device_names), method=method,
-        info=dict(decided.info), predicted=dict(zip(("before", "after"), predicted)),
-        measured=dict(zip(("before", "after"), measured)) if measured else None,
-        _concrete=concrete, _placed=PlacedStep(concrete, own),
-        _signature=_python_signature(function))
-    say("step " + ", ".join(f"{key[:-2].replace('_', ' ')} {value * 1e3:.2f} ms"
-                            for key, value in result.step_times().items()))
+        raise InputError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")
+    methods.spec(method)
+    with _progress_on_stderr(verbose):
+        concrete = _concrete_function(function, example_args, example_kwargs or {})
+        profiled_on, count = resolve_devices(devices)
+        present = count == len(profiled_on)
+        if measure == "real" and not present:
+            raise DeviceError(f"measure='real' needs the devices in this process: {count} "
+                              f"asked for, {len(profiled_on)} here")
+        export_dir = tempfile.mkdtemp(prefix="tf-placeto-step-")
+        try:
+            step_model = os.path.join(export_dir, "step")
+            pins = export_step(concrete, step_model)
+            with open_runtime(devices=",".join(profiled_on)) as runtime:
+                outcome = pipeline.run(
+                    step_model, runtime, method, n_devices=None if present else count,
+                    memory=MemoryLimit.parse(memory_per_device), pins=pins,
+                    max_groups=max_groups, cache=cache, seed=seed,
+                    options={"policy": policy, "budget": budget, **(placer_options or {})},
+                    measure=present and measure != "simulate")
+        finally:
+            shutil.rmtree(export_dir, ignore_errors=True)
+        if not present:
+            log.info("only %d of the %d devices are in this process: the placed step runs "
+                     "where TensorFlow's soft placement puts the missing ones",
+                     len(profiled_on), count)
+        in_function = {op.name for op in concrete.graph.get_operations()}
+        own = None if outcome.placement is None else Placement(
+            {name: device for name, device in outcome.placement.items() if name in in_function})
+        before_after = outcome.measured_before_after
+        result = OptimizedStep(
+            function=function, placement=own, devices=list(outcome.problem.device_names),
+            method=method, info=dict(outcome.decided.info),
+            predicted=dict(zip(("before", "after"), outcome.predicted)),
+            measured=dict(zip(("before", "after"), before_after)) if before_after else None,
+            _concrete=concrete, _placed=None if own is None else PlacedStep(concrete, own),
+            _signature=_python_signature(function))
+        log.info("step %s", ", ".join(f"{key[:-2].replace('_', ' ')} {value * 1e3:.2f} ms"
+                                      for key, value in result.step_times().items()))
     return result
 
 
+@contextlib.contextmanager
+def _progress_on_stderr(verbose: bool):
+    """With `verbose`, the "tf_placeto" logger's progress goes to stderr during the call,
+    unless the program has given that logger handlers of its own."""
+    logger = logging.getLogger("tf_placeto")
+    if not verbose or logger.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tf_placeto: %(message)s"))
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def _concrete_function(function, example_args, example_kwargs):
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     if isinstance(function, tf.types.experimental.ConcreteFunction):
         return function
     if not hasattr(function, "get_concrete_function"):
-        raise PlacetoError("optimize() takes a tf.function (decorate the step with "
+        raise InputError("optimize() takes a tf.function (decorate the step with "
                            "@tf.function) or a ConcreteFunction")
     return function.get_concrete_function(*example_args, **example_kwargs)
 
@@ -234,18 +237,3 @@ def _python_signature(function):
     """The traced Python function's signature, to order a call's arguments as tracing did."""
     python_function = getattr(function, "python_function", None)
     return inspect.signature(python_function) if python_function is not None else None
-
-
-def _pinned(problem, workload, pins: dict):
-    """Hold each variable's group on the device the caller's variable lives on."""
-    from tf_placeto.devices import canonical_device
-
-    device_of_group = {}
-    for op_name, device in pins.items():
-        device = canonical_device(device)
-        if device not in problem.device_names:
-            raise DeviceError(f"a variable of the function lives on {device}, which is not "
-                              f"among the devices {', '.join(problem.device_names)}")
-        group = int(workload.groups.group_of[workload.graph.index(op_name)])
-        device_of_group[group] = problem.device_names.index(device)
-    return problem.with_pins(device_of_group)

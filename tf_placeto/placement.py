@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError, PlacementError
 from tf_placeto.graph.colocation import ColocationSets, colocation_sets
+from tf_placeto.graph.kernels import kernel_device_types
 from tf_placeto.graph.op_graph import OpGraph
 
 _LISTED = 5
@@ -108,8 +109,6 @@ class Placement(Mapping):
 
 
 def _first_without_kernel(graph: OpGraph, members, device_type: str) -> str:
-    from tf_placeto.graph.kernels import kernel_device_types
-
     for i in members:
         types = kernel_device_types(graph.ops[i].node_def)
         if types is not None and device_type not in types:

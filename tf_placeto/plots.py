@@ -1,6 +1,8 @@
 """Pictures people judge placements by: the comparison bars and the simulated schedule.
 
-matplotlib with the Agg backend: files only, no display needed.
+Each is a matplotlib Figure drawn by its own Agg canvas into a file: no display is needed, and
+neither pyplot nor the process's backend is touched, so a program that shows its own plots
+(a notebook, a GUI) keeps its backend.
 """
 
 from __future__ import annotations
@@ -8,16 +10,25 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tf_placeto.compare import LOWER_BOUND
+
 _TRANSFER_COLOR = "#999999"
 
 
-def _pyplot():
-    import matplotlib
+def _figure(**options):
+    """A Figure with an Agg canvas of its own (options: Figure's, such as figsize)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only for drawing
+    from matplotlib.figure import Figure  # heavy: only for drawing
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    figure = Figure(**options)
+    FigureCanvasAgg(figure)
+    return figure
 
-    return plt
+
+def _colormap(name: str):
+    import matplotlib  # heavy: only for drawing
+
+    return matplotlib.colormaps[name]
 
 
 def comparison_plot(table: pd.DataFrame, path: str) -> str:
@@ -26,16 +37,12 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
     Infeasible placements are hatched: their time is real (or simulated) but they do not fit.
     In a real comparison, a placement that was only predicted is an outline at its prediction.
     """
-    from tf_placeto.compare import LOWER_BOUND
-
-    plt = _pyplot()
     graphs = list(dict.fromkeys(table["graph"]))
     methods = [m for m in dict.fromkeys(table["method"]) if m != LOWER_BOUND]
     slots = len(methods) * table.groupby("graph")["devices"].nunique().max()
-    figure, axes = plt.subplots(len(graphs), 1, figsize=(min(16, max(6, 0.45 * slots + 2)),
-                                                         3.2 * len(graphs) + 0.6),
-                                squeeze=False)
-    colors = plt.get_cmap("tab10")
+    figure = _figure(figsize=(min(16, max(6, 0.45 * slots + 2)), 3.2 * len(graphs) + 0.6))
+    axes = figure.subplots(len(graphs), 1, squeeze=False)
+    colors = _colormap("tab10")
     width = 0.8 / max(len(methods), 1)
     for axis, graph in zip(axes[:, 0], graphs):
         rows = table[table["graph"] == graph]
@@ -68,19 +75,18 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
                   bbox_to_anchor=(0.5, 1.0))
     figure.tight_layout(rect=(0, 0, 1, 0.88))
     figure.savefig(path, dpi=120)
-    plt.close(figure)
     return path
 
 
 def gantt(schedule: pd.DataFrame, path: str, title: str = "") -> str:
     """One row per device with its ops as bars, then one row per link with its transfers."""
-    plt = _pyplot()
     ops = schedule[schedule["kind"] == "op"]
     transfers = schedule[schedule["kind"] == "transfer"]
     rows = list(dict.fromkeys(sorted(ops["device"].unique()))) + \
         sorted(transfers["device"].unique())
-    figure, axis = plt.subplots(figsize=(12, 0.6 * len(rows) + 1.5))
-    colors = plt.get_cmap("tab20")
+    figure = _figure(figsize=(12, 0.6 * len(rows) + 1.5))
+    axis = figure.subplots()
+    colors = _colormap("tab20")
     for level, row in enumerate(rows):
         chosen = schedule[schedule["device"] == row]
         spans = list(zip(chosen["start_us"] / 1e3, (chosen["end_us"] - chosen["start_us"]) / 1e3))
@@ -94,7 +100,6 @@ def gantt(schedule: pd.DataFrame, path: str, title: str = "") -> str:
     axis.set_title(title or "simulated schedule")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    plt.close(figure)
     return path
 
 
@@ -110,7 +115,7 @@ def tensorboard_graph(graph, op_devices, logdir: str) -> str:
 
     op_devices: the device name of each op, in graph.ops order.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: only for writing the log
 
     graph_def = tf.compat.v1.GraphDef()
     nodes = [graph_def.node.add(name=op.name, op=op.type, device=device)

@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from typing import Optional
 
+from google.protobuf import text_format
+
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.importer import CALL_OPS, called_functions
 from tf_placeto.graph.op_graph import OpGraph
@@ -231,8 +233,6 @@ def write_placed(source: Source, proto, out: str, overwrite: bool = False) -> st
 
 def _write_proto(proto, path: str, as_text: bool) -> None:
     if as_text:
-        from google.protobuf import text_format
-
         with open(path, "w", encoding="utf-8") as f:
             f.write(text_format.MessageToString(proto))
     else:
@@ -242,6 +242,7 @@ def _write_proto(proto, path: str, as_text: bool) -> None:
 
 def _write_fingerprint(export_dir: str) -> None:
     """A fresh fingerprint.pb: the copied one would describe the unplaced graph."""
+    # heavy: TensorFlow, loaded only to write a SavedModel
     from tensorflow.python.saved_model.pywrap_saved_model import fingerprinting
 
     with open(os.path.join(export_dir, _FINGERPRINT_FILE), "wb") as f:

@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
+from tf_placeto import methods
 from tf_placeto.devices import DeviceSet, parse_device
-from tf_placeto.errors import PlacetoError, first_line
-from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph
+from tf_placeto.errors import InputError
+from tf_placeto.examples import registry
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
+from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.measure.profiler import profile
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.run import PlacerResult
 
-# The placer options a surface (command line, optimize(), compare) may set, as each placer
-# names them: {placer: {option: its keyword}}.
-PLACER_OPTIONS = {
-    "placeto": {"policy": "policy", "budget": "budget", "start": "start"},
-    "rnn": {"rnn_budget": "budget"},
-    "optimal": {"time_limit": "time_limit", "objective": "objective"},
-}
-# "auto": the shipped Placeto policy fine-tuned for AUTO_BUDGET iterations and the algorithmic
-# placers that are worth trying; the decision with the best simulated step wins.
-AUTO = "auto"
-AUTO_CANDIDATES = ("single", "expert", "metis", "m_topo", "m_etf", "m_sct", "heft", "placeto")
-AUTO_BUDGET = 10
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -54,11 +47,11 @@ class MemoryLimit:
         match = _MEMORY.match(str(text))
         unit = match.group(2).upper() if match else None
         if not match or unit not in _UNITS:
-            raise PlacetoError(f"memory per device {text!r}: give bytes (e.g. 2GiB, 500MB, "
+            raise InputError(f"memory per device {text!r}: give bytes (e.g. 2GiB, 500MB, "
                                "123456789) or a fraction of the graph's footprint (e.g. 0.6)")
         value = float(match.group(1))
         if value <= 0:
-            raise PlacetoError(f"memory per device {text!r} must be positive")
+            raise InputError(f"memory per device {text!r} must be positive")
         if not unit and value <= 1:
             return cls(fraction=value)
         return cls(bytes=value * _UNITS[unit])
@@ -82,59 +75,12 @@ class Workload:
     profile_cached: bool
     expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
 
-    def placer_options(self, method: str, options: Optional[dict] = None) -> dict:
-        """What a placer needs beyond the problem: the expert its layers, the others those
-        of `options` (see PLACER_OPTIONS) that were given."""
-        if method == "expert":
-            return {"layers": self.expert_layers}
-        return {keyword: (options or {})[option]
-                for option, keyword in PLACER_OPTIONS.get(method, {}).items()
-                if (options or {}).get(option) is not None}
-
     def decide(self, method: str, problem: PlacementProblem, seed: int = 0,
-               options: Optional[dict] = None,
-               say: Callable[[str], None] = lambda message: None):
-        """A placers.PlacerResult for `problem` from `method`, which may be AUTO."""
-        from tf_placeto import placers
-
-        if method != AUTO:
-            return placers.place(method, problem, seed=seed,
-                                 **self.placer_options(method, options))
-        options = {"budget": AUTO_BUDGET, **{k: v for k, v in (options or {}).items()
-                                            if v is not None}}
-        tried, steps, notes = [], {}, []
-        for name in AUTO_CANDIDATES:
-            say(f"auto: trying {name}")
-            try:
-                decided = self._decide_candidate(name, problem, seed, options)
-            except PlacetoError as exc:
-                notes.append(f"{name}: {exc}")
-                continue
-            simulated = problem.simulate(decided.group_devices)
-            steps[f"{name}_us"] = simulated.step_time_us
-            tried.append(((not simulated.feasible, simulated.step_time_us), decided))
-        best = min(tried, key=lambda pair: pair[0])[1]
-        info = {"chosen": best.method, **steps, **best.info}
-        if notes:
-            info["skipped"] = "; ".join(notes)
-        return placers.PlacerResult(AUTO, best.group_devices,
-                                    sum(decided.decide_s for _, decided in tried), info)
-
-    def _decide_candidate(self, name: str, problem: PlacementProblem, seed: int,
-                          options: dict):
-        """One candidate of AUTO; Placeto's fine-tuning needs tf-agents, and where this
-        process cannot have it (Keras 3 loaded first) the policy places zero-shot."""
-        from tf_placeto import placers
-
-        own = self.placer_options(name, options)
-        try:
-            return placers.place(name, problem, seed=seed, **own)
-        except PlacetoError as exc:
-            if not own.get("budget"):
-                raise
-            decided = placers.place(name, problem, seed=seed, **dict(own, budget=0))
-            decided.info["fine_tuning_skipped"] = first_line(exc)
-            return decided
+               options: Optional[dict] = None) -> PlacerResult:
+        """methods.decide with what this workload knows beyond the problem: the expert's
+        layers. options: placer options by their surface names (methods.options())."""
+        return methods.decide(method, problem, seed=seed, given=options,
+                              facts={"layers": self.expert_layers})
 
     @property
     def profiled_devices(self) -> list:
@@ -158,15 +104,12 @@ class Workload:
 
 
 def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
-                  signature: Optional[str] = None, cache: Optional[str] = None,
-                  say: Callable[[str], None] = lambda message: None) -> Workload:
+                  signature: Optional[str] = None, tag_set: Optional[str] = None,
+                  cache: Optional[str] = None) -> Workload:
     """Import, group and profile `source` on `runtime` (a tf_placeto.measure.runtime.Runtime)."""
-    from tf_placeto.measure.profiler import profile
-    from tf_placeto.api import group, import_graph
-
-    graph = import_graph(source, signature=signature)
-    groups = group(graph, max_groups=max_groups)
-    profiled = profile(graph, runtime, cache=cache, say=say)
+    graph = import_source(source, signature=signature, tag_set=tag_set)
+    groups = group_ops(graph, max_groups=max_groups)
+    profiled = profile(graph, runtime, cache=cache)
     return Workload(name=str(source), graph=graph, groups=groups, cost_model=profiled.model,
                     profile_dir=profiled.directory, profile_cached=profiled.cached,
                     expert_layers=_expert_layers(source))
@@ -175,7 +118,5 @@ def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
 def _expert_layers(source) -> tuple:
     """The bundled examples know their layers (tf_placeto.examples.registry); other graphs: none."""
     if isinstance(source, str) and source.startswith("examples:"):
-        from tf_placeto.examples import registry
-
         return registry.get(source[len("examples:"):]).expert_layers
     return ()

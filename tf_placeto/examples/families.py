@@ -52,7 +52,7 @@ class CnnSpec:
                 f"images, 10 classes")
 
     def build(self):
-        from tf_placeto.examples import models
+        from tf_placeto.examples import models  # heavy: loaded on first use, not with the package
 
         keras = models.fresh_keras(self.seed)
         layers = keras.layers
@@ -139,7 +139,7 @@ class RnnSpec:
                 f"{self.batch_size}, {self.vocab:,}-word vocabulary")
 
     def build(self):
-        from tf_placeto.examples import models
+        from tf_placeto.examples import models  # heavy: loaded on first use, not with the package
 
         keras = models.fresh_keras(self.seed)
         layers = keras.layers
@@ -220,7 +220,7 @@ class Seq2SeqSpec:
                 f"{self.vocab:,}-word vocabularies")
 
     def build(self):
-        from tf_placeto.examples import models
+        from tf_placeto.examples import models  # heavy: loaded on first use, not with the package
 
         return models.seq2seq(self.batch_size, self.source_length, self.target_length,
                               self.vocab, self.vocab, self.units, self.cells, self.attention,

@@ -15,7 +15,7 @@ class TrainingStep(tf.Module):
 
     def __init__(self, model, input_spec: tf.TensorSpec, label_spec: tf.TensorSpec,
                  learning_rate: float = 0.01):
-        import tf_keras as keras
+        import tf_keras as keras  # heavy: loaded on first use, not with the package
 
         super().__init__()
         # Saving a tracked Keras model traces every layer's call for Keras' own reloading, most
@@ -46,7 +46,7 @@ class Seq2SeqStep(TrainingStep):
 
 
 def _cross_entropy(labels, logits):
-    import tf_keras as keras
+    import tf_keras as keras  # heavy: loaded on first use, not with the package
 
     return tf.reduce_mean(
         keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
@@ -61,7 +61,7 @@ def classifier_step(model, batch_size: int, input_shape: tuple, input_dtype=tf.f
 
 def fresh_keras(seed: int = 0):
     """tf-keras with a cleared session and seeded initialisers: names and weights repeat."""
-    import tf_keras as keras
+    import tf_keras as keras  # heavy: loaded on first use, not with the package
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)

@@ -16,14 +16,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
+from typing import Optional, Sequence
 
+from tf_placeto.cache import build_once, cache_dir
+from tf_placeto.errors import InputError, SourceError
 from tf_placeto.examples import families as _families
-from tf_placeto.cache import cache_dir
-from tf_placeto.errors import SourceError
 
 SIGNATURE = "train_step"
 
@@ -108,40 +106,23 @@ def _member(family: str, seed: int) -> Example:
 
 def saved_model_path(name: str) -> str:
     """The example's SavedModel, built now if this TensorFlow version has none cached."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     example = get(name)
     path = cache_dir("examples", f"{example.name}-v{example.version}-tf{tf.__version__}")
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
-        return path
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not os.path.isfile(os.path.join(path, "saved_model.pb")):
         print(f"tf-placeto: building examples:{name} once (cached in {path})", file=sys.stderr)
-    staging = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(path))
-    target = os.path.join(staging, "model")
-    result = subprocess.run([sys.executable, "-m", "tf_placeto.examples.registry", name, target],
-                            capture_output=True, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SourceError(f"examples:{name}: building it failed: {last}")
-    try:
-        os.replace(target, path)
-    except OSError:
-        if not os.path.isfile(os.path.join(path, "saved_model.pb")):  # not a concurrent build
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return path
+    return build_once(path, "tf_placeto.examples.registry", [name], f"examples:{name}")
 
 
 def build_saved_model(name: str, out: str) -> None:
     """Build the example's training step and save it with a `train_step` signature."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     example = get(name)
     module_name, function = example.builder.rsplit(".", 1)
-    module = getattr(importlib.import_module(f"tf_placeto.examples.{module_name}"), function)(*example.args)
+    module = getattr(importlib.import_module(f"tf_placeto.examples.{module_name}"),
+                     function)(*example.args)
     # The tf.function itself, not a concrete function traced beforehand: saving traces it
     # anyway, so a concrete function would double the tracing, the larger part of a build.
     tf.saved_model.save(module, out, signatures={SIGNATURE: module.train_step})
@@ -149,3 +130,23 @@ def build_saved_model(name: str, out: str) -> None:
 
 if __name__ == "__main__":
     build_saved_model(sys.argv[1], sys.argv[2])
+
+
+def expand(sources: Sequence[str], members: Optional[str] = None) -> list:
+    """examples:FAMILY -> its members (those in `members`, "A-B"); other sources as given."""
+    first, last = 0, None
+    if members:
+        low, _, high = members.partition("-")
+        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+            raise InputError(f"--members {members!r}: write A-B, e.g. 0-23")
+        first, last = int(low), int(high)
+    known = families()
+    expanded = []
+    for source in sources:
+        family = source[len("examples:"):] if source.startswith("examples:") else None
+        if family in known:
+            expanded += [f"examples:{member}"
+                         for member in known[family][first:None if last is None else last + 1]]
+        else:
+            expanded.append(source)
+    return expanded

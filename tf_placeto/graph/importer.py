@@ -18,6 +18,7 @@ from typing import Iterable, Optional
 
 from tf_placeto.errors import SourceError, first_line
 from tf_placeto.graph.op_graph import DataEdge, FunctionInstance, Op, OpGraph, TensorInfo
+from tf_placeto.graph.sources import load_source
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _ATOMIC_CALL_ATTRS = ("_XlaMustCompile", "_noinline")
@@ -29,6 +30,13 @@ def called_functions(node) -> list:
     return [name for attr in node.attr.values()
             for name in ([attr.func.name] if attr.HasField("func")
                          else [f.name for f in attr.list.func])]
+
+
+def import_source(source, *example_args, **load_options) -> OpGraph:
+    """The op graph of anything `load_source` takes (its options: the signature, the tag
+    set), with function bodies inlined."""
+    loaded = load_source(source, *example_args, **load_options)
+    return import_graph_def(loaded.graph_def, loaded.fetches, source=loaded)
 
 
 def import_graph_def(graph_def, fetches: Optional[Iterable[str]] = None, source=None) -> OpGraph:
@@ -268,6 +276,7 @@ def _compact(ops, data_edges, control_edges, instances, keep, source) -> OpGraph
 
 # ---- op signatures ---------------------------------------------------------------------------
 def _op_def(op_type: str):
+    # heavy: loaded on first use, not with the package
     from tensorflow.python.framework import op_def_registry
 
     op_def = op_def_registry.get(op_type)
@@ -319,6 +328,7 @@ def _output_slot(node, arg_name: str, index: int, functions) -> int:
 
 
 def _output_infos(node, functions) -> list:
+    # heavy: loaded on first use, not with the package
     from tensorflow.python.framework import dtypes as tf_dtypes
 
     types = [t for _, ts in _output_layout(node, functions) for t in ts]
@@ -356,7 +366,7 @@ def _fill_missing_top_level_shapes(graph: OpGraph, graph_def) -> None:
                and "_output_shapes" not in op.node_def.attr]
     if not missing:
         return
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     with tf.Graph().as_default() as g:
         try:

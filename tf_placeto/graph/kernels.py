@@ -16,6 +16,7 @@ _ANY_DEVICE = "DEFAULT"
 @functools.lru_cache(maxsize=None)
 def _registrations(op_type: str) -> tuple:
     """((device type, label, ((attr, allowed dtype enums), ...)), ...) for an op type."""
+    # heavy: loaded on first use, not with the package
     from tensorflow.python.framework import kernels
 
     try:

@@ -13,6 +13,7 @@ import heapq
 from typing import Any, Optional
 
 import numpy as np
+import pandas as pd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +184,6 @@ class OpGraph:
 
     def to_dataframe(self):
         """One row per op: name, type, requested device, output bytes, in/out degree."""
-        import pandas as pd
-
         indeg = np.zeros(len(self.ops), dtype=np.int64)
         outdeg = np.zeros(len(self.ops), dtype=np.int64)
         for e in self.data_edges:

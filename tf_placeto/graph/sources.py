@@ -15,10 +15,12 @@ from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
 from tf_placeto.errors import SourceError
+from tf_placeto.examples import registry
 
 SAVED_MODEL_FILE = "saved_model.pb"
 SAVED_MODEL_TEXT_FILE = "saved_model.pbtxt"
 DEFAULT_SIGNATURE = "serving_default"
+DEFAULT_TAG_SET = "serve"        # as saved_model_cli: tf.saved_model.save writes only this one
 
 
 @dataclasses.dataclass
@@ -54,38 +56,44 @@ class Source:
         return f"{self.kind.replace('_', ' ')} {where}{sig}"
 
 
-def load_source(source, *example_args, signature: Optional[str] = None) -> Source:
-    """Read anything tf_placeto accepts as a SOURCE (see module doc)."""
+def load_source(source, *example_args, signature: Optional[str] = None,
+                tag_set: Optional[str] = None) -> Source:
+    """Read anything tf_placeto accepts as a SOURCE (see module doc).
+
+    tag_set: which MetaGraph of a SavedModel, by its comma-separated tags as saved_model_cli
+    names it (default "serve", or the only MetaGraph there is).
+    """
     if isinstance(source, Source):
         return source
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if text.startswith("examples:"):
-            from tf_placeto.examples import registry
-
             return load_source(registry.saved_model_path(text[len("examples:"):]),
-                               signature=signature)
-        return _load_path(text, signature)
+                               signature=signature, tag_set=tag_set)
+        return _load_path(text, signature, tag_set)
     type_name = type(source).__name__
     if type_name == "GraphDef":
+        _no_tag_set(tag_set, "a GraphDef")
         return Source("graph_def", source, source, None)
     if type_name == "MetaGraphDef":
+        _pick_meta_graph([source], tag_set, "the MetaGraphDef")
         sig = _pick_signature(source, signature) if source.signature_def else None
         return Source("meta_graph_def", source, source.graph_def, _signature_fetches(source, sig),
                       signature=sig)
+    _no_tag_set(tag_set, "a function")
     return _load_function(source, example_args)
 
 
-def _load_path(path: str, signature: Optional[str]) -> Source:
+def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> Source:
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or directory")
     if os.path.isdir(path):
         if not any(os.path.isfile(os.path.join(path, f))
                    for f in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE)):
             raise SourceError(f"{path}: a directory without {SAVED_MODEL_FILE} is not a SavedModel")
-        return _load_saved_model(path, signature)
+        return _load_saved_model(path, signature, tag_set)
     if os.path.basename(path) in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE):
-        return _load_saved_model(os.path.dirname(path) or ".", signature)
+        return _load_saved_model(os.path.dirname(path) or ".", signature, tag_set)
     with open(path, "rb") as f:
         data = f.read()
     if not data:
@@ -94,7 +102,9 @@ def _load_path(path: str, signature: Optional[str]) -> Source:
     if type(proto).__name__ == "GraphDef":
         if signature:
             raise SourceError(f"{path}: a GraphDef has no signatures (--signature {signature})")
+        _no_tag_set(tag_set, f"{path}: a GraphDef")
         return Source("graph_def", proto, proto, None, path=path, text_format=is_text)
+    _pick_meta_graph([proto], tag_set, path)
     sig = _pick_signature(proto, signature, path) if (proto.signature_def or signature) else None
     return Source("meta_graph_def", proto, proto.graph_def, _signature_fetches(proto, sig),
                   path=path, text_format=is_text, signature=sig)
@@ -102,8 +112,8 @@ def _load_path(path: str, signature: Optional[str]) -> Source:
 
 def _parse_graph_file(path: str, data: bytes):
     """A .pb or .pbtxt holding a GraphDef or a MetaGraphDef: find out which, strictly."""
-    from tensorflow.core.framework import graph_pb2
-    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorflow.core.framework import graph_pb2  # TensorFlow: heavy, lazy
+    from tensorflow.core.protobuf import meta_graph_pb2  # TensorFlow: heavy, lazy
 
     looks_text = path.endswith((".pbtxt", ".txt", ".prototxt")) or _is_probably_text(data)
     candidates = [meta_graph_pb2.MetaGraphDef, graph_pb2.GraphDef]
@@ -150,8 +160,8 @@ def _plausible(proto) -> bool:
                for node in graph.node)
 
 
-def _load_saved_model(path: str, signature: Optional[str]) -> Source:
-    from tensorflow.core.protobuf import saved_model_pb2
+def _load_saved_model(path: str, signature: Optional[str], tag_set: Optional[str]) -> Source:
+    from tensorflow.core.protobuf import saved_model_pb2  # TensorFlow: heavy, lazy
 
     proto = saved_model_pb2.SavedModel()
     is_text = not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE))
@@ -167,18 +177,30 @@ def _load_saved_model(path: str, signature: Optional[str]) -> Source:
         raise SourceError(f"{file}: corrupt or truncated SavedModel ({exc})") from exc
     if not proto.meta_graphs or not proto.meta_graphs[0].graph_def.node:
         raise SourceError(f"{file}: the SavedModel holds no graph (corrupt or truncated?)")
-    index = _serving_meta_graph(proto)
+    index = _pick_meta_graph(proto.meta_graphs, tag_set, path)
     meta_graph = proto.meta_graphs[index]
     sig = _pick_signature(meta_graph, signature, path)
     return Source("saved_model", proto, meta_graph.graph_def, _signature_fetches(meta_graph, sig),
                   path=path, signature=sig, meta_graph_index=index, text_format=is_text)
 
 
-def _serving_meta_graph(proto) -> int:
-    for i, mg in enumerate(proto.meta_graphs):
-        if "serve" in mg.meta_info_def.tags:
-            return i
-    return 0
+def _pick_meta_graph(meta_graphs, tag_set: Optional[str], where: str) -> int:
+    """The index of the MetaGraph whose tags are exactly `tag_set` (TensorFlow's loader
+    matches whole sets); without a tag set, the "serve" one, or the only one there is."""
+    wanted = {tag.strip() for tag in (tag_set or DEFAULT_TAG_SET).split(",") if tag.strip()}
+    for index, meta_graph in enumerate(meta_graphs):
+        if set(meta_graph.meta_info_def.tags) == wanted:
+            return index
+    if tag_set is None and len(meta_graphs) == 1:
+        return 0
+    listed = "; ".join(",".join(mg.meta_info_def.tags) or "(no tags)" for mg in meta_graphs)
+    raise SourceError(f"{where}: no MetaGraph with the tag set {','.join(sorted(wanted))!r} "
+                      f"(tag sets: {listed}); choose one with --tag-set")
+
+
+def _no_tag_set(tag_set: Optional[str], what: str) -> None:
+    if tag_set is not None:
+        raise SourceError(f"{what} has no tag sets (--tag-set {tag_set})")
 
 
 def _pick_signature(meta_graph, signature: Optional[str], where: str = "the MetaGraphDef") -> str:
@@ -217,7 +239,7 @@ def signature_inputs(source: Source) -> dict:
 
 def _load_function(fn, example_args) -> Source:
     """A tf.function (traced with `example_args`) or a ConcreteFunction."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: only a function source needs it
 
     if isinstance(fn, tf.types.experimental.ConcreteFunction):
         concrete = fn

@@ -29,8 +29,8 @@ import tempfile
 import threading
 import time
 
+from tf_placeto.errors import InputError, RuntimeFailure
 from tf_placeto.measure import worker
-from tf_placeto.errors import PlacetoError
 
 PING_TIMEOUT_S = 10.0
 ALIVE_TIMEOUT_S = 2.0
@@ -39,8 +39,12 @@ PORT_ATTEMPTS = 5
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
-class ClusterError(PlacetoError):
-    """A cluster that cannot be started, is badly specified, or has tasks that do not answer."""
+class ClusterError(RuntimeFailure):
+    """A cluster that cannot be started or has tasks that do not answer."""
+
+
+class ClusterSpecError(InputError):
+    """A cluster spec that is malformed or asks for what this machine cannot start."""
 
 
 class Cluster:
@@ -70,7 +74,7 @@ class Cluster:
         the session's target by the job and task it was started as ("The ClusterSpec names the
         job and task index to be the same names that were provided when the server booted").
         """
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded when a cluster is used
 
         return tf.train.ClusterSpec({self.job_name: self.addresses}).as_cluster_def()
 
@@ -81,7 +85,7 @@ class Cluster:
         when it closes, so one measurement never sees another's state (TensorFlow's default
         for a cluster is to share variables between all sessions, for ever).
         """
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded when a cluster is used
 
         return tf.compat.v1.ConfigProto(**{"isolate_session_state": True, **kwargs})
 
@@ -90,7 +94,7 @@ class Cluster:
 
         Returns TensorFlow's device attributes: `.name`, `.device_type`, `.memory_limit_bytes`.
         """
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded when a cluster is used
 
         config = self.session_config(operation_timeout_in_ms=int(timeout_s * 1000))
         with tf.compat.v1.Session(self.target, graph=tf.Graph(), config=config) as session:
@@ -120,7 +124,7 @@ class Cluster:
         A TCP connection first fails fast on a dead port; the Session then proves a TensorFlow
         server answers there. The device filter keeps the other tasks out of this question.
         """
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded when a cluster is used
 
         refused = self._connection_problem(task, timeout_s)
         if refused:
@@ -169,10 +173,11 @@ class LocalCluster(Cluster):
 
     def __init__(self, num_workers: int, start_timeout_s: float = 60):
         if num_workers < 1:
-            raise ClusterError(f"a local cluster needs at least one worker, not {num_workers}")
+            raise ClusterSpecError(f"a local cluster needs at least one worker, "
+                                   f"not {num_workers}")
         if not sys.platform.startswith("linux"):
-            raise ClusterError("local clusters need Linux; start servers yourself and pass "
-                               "their ClusterSpec JSON")
+            raise ClusterSpecError("local clusters need Linux; start servers yourself and "
+                                   "pass their ClusterSpec JSON")
         super().__init__("worker", [])
         self.start_timeout_s = start_timeout_s
         self._processes = [None] * num_workers
@@ -351,7 +356,7 @@ def parse_cluster(spec: str) -> Cluster:
     if spec.startswith("local:"):
         count = spec[len("local:"):]
         if not count.isdigit() or int(count) < 1:
-            raise ClusterError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
+            raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
         return LocalCluster(int(count))
     return ExistingCluster.from_spec(spec)
 
@@ -372,7 +377,7 @@ def _read_spec(spec: str) -> tuple:
     """(the parsed JSON, where it came from, for messages)."""
     if spec == "TF_CONFIG":
         if not os.environ.get("TF_CONFIG"):
-            raise ClusterError("cluster spec TF_CONFIG: the TF_CONFIG variable is not set")
+            raise ClusterSpecError("cluster spec TF_CONFIG: the TF_CONFIG variable is not set")
         text, origin = os.environ["TF_CONFIG"], "the TF_CONFIG variable"
     elif spec.lstrip().startswith("{"):
         text, origin = spec, "the cluster spec"
@@ -380,31 +385,33 @@ def _read_spec(spec: str) -> tuple:
         with open(spec) as file:
             text, origin = file.read(), spec
     else:
-        raise ClusterError(f"cluster spec {spec!r} is neither local:N, a JSON object, "
-                           "a JSON file nor TF_CONFIG")
+        raise ClusterSpecError(f"cluster spec {spec!r} is neither local:N, a JSON object, "
+                               "a JSON file nor TF_CONFIG")
     try:
         return json.loads(text), origin
     except json.JSONDecodeError as error:
-        raise ClusterError(f"{origin} is not valid JSON: {error}") from None
+        raise ClusterSpecError(f"{origin} is not valid JSON: {error}") from None
 
 
 def _cluster_jobs(parsed, where: str) -> dict:
     """Validate {"job": ["host:port", ...], ...} (or a TF_CONFIG around it); return it."""
     jobs = parsed.get("cluster", parsed) if isinstance(parsed, dict) else parsed
     if not isinstance(jobs, dict) or not jobs:
-        raise ClusterError(f'{where}: expected an object such as {{"worker": ["host:port", ...]}}')
+        raise ClusterSpecError(
+            f'{where}: expected an object such as {{"worker": ["host:port", ...]}}')
     for job, addresses in jobs.items():
         if not _JOB_NAME.match(job):
-            raise ClusterError(f"{where}: job name {job!r} must be a letter then letters, "
-                               "digits or _")
+            raise ClusterSpecError(f"{where}: job name {job!r} must be a letter then letters, "
+                                   "digits or _")
         if not isinstance(addresses, list) or not addresses:
-            raise ClusterError(f'{where}: job {job!r} must list its tasks as ["host:port", ...]')
+            raise ClusterSpecError(
+                f'{where}: job {job!r} must list its tasks as ["host:port", ...]')
         for address in addresses:
             host, _, port = str(address).rpartition(":")
             if not isinstance(address, str) or not host or not port.isdigit() \
                     or not 0 < int(port) < 65536:
-                raise ClusterError(f"{where}: job {job!r} has {address!r}, "
-                                   "not an address host:port")
+                raise ClusterSpecError(f"{where}: job {job!r} has {address!r}, "
+                                       "not an address host:port")
     return jobs
 
 

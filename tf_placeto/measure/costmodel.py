@@ -10,6 +10,7 @@ input shapes (the batch), the devices and TensorFlow's version.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -20,7 +21,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from tf_placeto.cache import write_atomically
+from tf_placeto.devices import parse_device
+from tf_placeto.errors import InputError
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.graph.sources import signature_inputs
 
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
@@ -45,17 +50,13 @@ def graph_fingerprint(graph: OpGraph) -> str:
 
 
 def input_shapes(graph: OpGraph) -> dict:
-    from tf_placeto.graph.sources import signature_inputs
-
     return {key: [d.size for d in shape.dim]
             for key, (_, _, shape) in sorted(signature_inputs(graph.source).items())}
 
 
 def profile_key(graph: OpGraph, device_names) -> tuple:
     """(key, what it was made of): the cache is valid exactly while all of these hold."""
-    import tensorflow as tf
-
-    from tf_placeto.devices import parse_device
+    import tensorflow as tf  # heavy: its version is part of the key
 
     parts = {
         "graph": graph_fingerprint(graph),
@@ -80,17 +81,15 @@ class Link:
     @classmethod
     def parse(cls, text: str) -> "Link":
         """"LATENCY_US:BYTES_PER_US[:COPY_SHARE]", e.g. "25:7600" (Placeto's K80 GPUs)."""
-        from tf_placeto.errors import PlacetoError
-
         try:
             values = [float(v) for v in text.split(":")]
             link = cls(*values)
         except (ValueError, TypeError):
-            raise PlacetoError(f"link {text!r}: write LATENCY_US:BYTES_PER_US[:COPY_SHARE], "
-                               "e.g. 25:7600") from None
+            raise InputError(f"link {text!r}: write LATENCY_US:BYTES_PER_US[:COPY_SHARE], "
+                             "e.g. 25:7600") from None
         if link.latency_us < 0 or link.bytes_per_us <= 0 or not 0 <= link.copy_share <= 0.5:
-            raise PlacetoError(f"link {text!r}: latency >= 0, bandwidth > 0, copy share in "
-                               "[0, 0.5]")
+            raise InputError(f"link {text!r}: latency >= 0, bandwidth > 0, copy share in "
+                             "[0, 0.5]")
         return link
 
 
@@ -169,8 +168,6 @@ class CostModel:
         `link` to ask what other links would do. Names follow the profiled ones: tasks of the
         same job on a cluster, /device:TYPE:k locally.
         """
-        from tf_placeto.devices import parse_device
-
         if count < 1:
             raise ValueError(f"a device count must be at least 1, not {count}")
         profiled = [parse_device(name) for name in self.meta.get("devices", [])]
@@ -193,29 +190,32 @@ class CostModel:
         return names, CostModel(ops=self.ops, links=links, meta=meta)
 
     def save(self, directory: str) -> None:
-        """Write atomically: a half-written profile is never found as a cache hit."""
-        os.makedirs(os.path.dirname(os.path.abspath(directory)) or ".", exist_ok=True)
-        staging = f"{directory}.tmp-{os.getpid()}"
-        os.makedirs(staging, exist_ok=True)
-        self.ops.to_csv(os.path.join(staging, OPS_FILE), index=False)
-        self.links.to_csv(os.path.join(staging, LINKS_FILE), index=False)
-        with open(os.path.join(staging, META_FILE), "w", encoding="utf-8") as f:
-            json.dump(self.meta, f, indent=1, sort_keys=True)
-        for name in os.listdir(staging):
-            os.makedirs(directory, exist_ok=True)
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
-        os.rmdir(staging)
+        """Write the tables, then META_FILE: each file whole (cache.write_atomically), and
+        META_FILE, which makes the directory a cache hit, last, so that a run killed while
+        saving leaves no hit. The directory may hold other files (the measurements' log)."""
+        meta_path = os.path.join(directory, META_FILE)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(meta_path)          # no hit while the tables are being replaced
+        write_atomically(os.path.join(directory, OPS_FILE),
+                         lambda file: self.ops.to_csv(file, index=False))
+        write_atomically(os.path.join(directory, LINKS_FILE),
+                         lambda file: self.links.to_csv(file, index=False))
+        write_atomically(meta_path,
+                         lambda file: json.dump(self.meta, file, indent=1, sort_keys=True))
 
     @classmethod
     def load(cls, directory: str) -> Optional["CostModel"]:
-        """The profile stored in `directory`, or None if there is none (complete)."""
-        meta_path = os.path.join(directory, META_FILE)
-        if not os.path.isfile(meta_path):
+        """The profile stored in `directory`, or None unless its META_FILE exists and parses
+        (written last: without it the tables may be partial) and its tables are there."""
+        try:
+            with open(os.path.join(directory, META_FILE), encoding="utf-8") as f:
+                meta = json.load(f)
+            ops = pd.read_csv(os.path.join(directory, OPS_FILE), keep_default_na=False)
+            links = pd.read_csv(os.path.join(directory, LINKS_FILE))
+        except (OSError, ValueError):     # missing, or cut short (JSON and CSV parse errors)
             return None
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-        ops = pd.read_csv(os.path.join(directory, OPS_FILE), keep_default_na=False)
-        links = pd.read_csv(os.path.join(directory, LINKS_FILE))
+        if not isinstance(meta, dict):
+            return None
         return cls(ops=ops, links=links, meta=meta)
 
     def summary(self) -> dict:

@@ -18,13 +18,15 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import DeviceError
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
-from tf_placeto.devices import DeviceSet
-from tf_placeto.errors import DeviceError
-from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.measure.simulator import SimulationProblem, simulate
 from tf_placeto.placement import Placement
 
 RESULTS_FILE = "results.jsonl"
@@ -44,11 +46,19 @@ class MeasureResult:
     busy_s: dict = dataclasses.field(default_factory=dict)   # per device (simulated)
     simulated: bool = False
     label: str = ""
+    # measured in turns with others (tf_placeto.measure.interleaved): the median's interval,
+    # the round-by-round ratio to the first placement with its interval, and the labels of the
+    # placements it cannot be told apart from
+    interval: dict = dataclasses.field(default_factory=dict)
+    ratio_to_first: dict = dataclasses.field(default_factory=dict)
+    indistinct_from: list = dataclasses.field(default_factory=list)
     schedule: object = None           # simulated schedule (a DataFrame), never stored
+    trace: object = None              # the traced run's RunMetadata when kept, never stored
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)
         data.pop("schedule")
+        data.pop("trace")
         return data
 
 
@@ -83,16 +93,22 @@ class Measurer(abc.ABC):
 
 
 class RealMeasurer(Measurer):
-    """Runs each placement for real: warm-up, timed runs, one traced run for memory."""
+    """Runs each placement for real: warm-up, timed runs, one traced run for memory.
+
+    keep_traces: each result keeps its traced run (result.trace); placements are then measured
+    anew, since the results log holds no traces.
+    """
 
     def __init__(self, graph: OpGraph, runtime: Runtime, results_dir: Optional[str] = None,
                  repeats: int = 5, warmup: int = 1, timeout_s: float = 600.0,
-                 trace_memory: bool = True):
+                 trace_memory: bool = True, keep_traces: bool = False):
         super().__init__(graph, DeviceSet.from_strings(runtime.device_names))
         self.runtime = runtime
         self.runner = ModelRunner(graph)
         self.repeats, self.warmup, self.timeout_s = repeats, warmup, timeout_s
         self.trace_memory = trace_memory
+        self.keep_traces = keep_traces
+        self._bar = None                  # the progress bar of the evaluate() under way
         self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
         self.known = _read_log(self.log_path)
         # profiles ignore devices, so a placed copy of a graph shares its results log: the
@@ -101,17 +117,33 @@ class RealMeasurer(Measurer):
         self._written_key = placement_key(None) + (f"-{placement_key(written)}" if written
                                                    else "")
 
+    @property
+    def _traced(self) -> int:
+        return int(self.trace_memory or self.keep_traces)
+
+    @property
+    def _runs_each(self) -> int:
+        return self.warmup + self.repeats + self._traced
+
+    def evaluate(self, placements, labels=None) -> list:
+        """Measurer.evaluate, with a progress bar over the runs: placements x runs each."""
+        with progress(total=len(placements) * self._runs_each, desc="measuring", unit="run",
+                      leave=False) as self._bar:
+            return super().evaluate(placements, labels)
+
     def _evaluate(self, placement):
         key = f"{self._written_key if placement is None else placement_key(placement)}" \
               f"-r{self.repeats}-w{self.warmup}"
-        if key in self.known:
+        if key in self.known and not self.keep_traces:
+            self._bar.update(self._runs_each)
             return MeasureResult(**self.known[key])
         cluster = self.runtime.cluster
         if cluster is not None:
             cluster.restart_dead_workers()
         runs = self.runner.run(self.runtime, placement, warmup=self.warmup,
-                               repeats=self.repeats, traced=int(self.trace_memory),
-                               timeout_s=self.timeout_s)
+                               repeats=self.repeats,
+                               traced=self._traced,
+                               timeout_s=self.timeout_s, on_run=self._bar.update)
         reason = runs.reason
         if cluster is not None and not all(cluster.alive()):
             dead = [i for i, up in enumerate(cluster.alive()) if not up]
@@ -124,7 +156,8 @@ class RealMeasurer(Measurer):
                 result, step_time_s=float(median), spread_s=float(q3 - q1),
                 min_s=float(times.min()), max_s=float(times.max()), runs=len(times),
                 peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1])
-                if runs.traces else {})
+                if runs.traces else {},
+                trace=runs.traces[-1] if self.keep_traces else None)
         self._remember(key, result)
         return result
 
@@ -159,8 +192,6 @@ class SimulatedMeasurer(Measurer):
 
     def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
                  memory_capacity: Optional[Mapping] = None, schedule: bool = False):
-        from tf_placeto.measure.simulator import SimulationProblem
-
         super().__init__(graph, devices)
         names = devices.names
         types = list(dict.fromkeys(d.device_type for d in devices))
@@ -196,8 +227,6 @@ class SimulatedMeasurer(Measurer):
         return indices
 
     def _evaluate(self, placement):
-        from tf_placeto.measure.simulator import simulate
-
         sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
         names = self.devices.names
         status = OK if sim.feasible else INFEASIBLE

@@ -14,24 +14,31 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import logging
 import os
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from tf_placeto.cache import cache_dir, write_atomically
+from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import InputError, MeasurementError
+from tf_placeto.graph.colocation import colocation_sets
+from tf_placeto.graph.grouping import group_ops
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
-                               profile_key)
-from tf_placeto.measure.runner import OK, ModelRunner
+                                          profile_key)
+from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.runner import OK, ModelRunner, StepRuns
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import simulate
-from tf_placeto.cache import cache_dir
-from tf_placeto.errors import PlacetoError
-from tf_placeto.graph.colocation import colocation_sets
-from tf_placeto.graph.op_graph import OpGraph
+
+log = logging.getLogger(__name__)
 
 # Transfer sizes for link calibration: from latency-bound to bandwidth-bound (float32 count).
 LINK_ELEMENTS = (256, 16_384, 262_144, 2_097_152)
@@ -53,30 +60,30 @@ class Profile:
 
 
 def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs: int = 5,
-            warmup: int = 2, say: Callable[[str], None] = lambda message: None) -> Profile:
+            warmup: int = 2) -> Profile:
     """The cost model of `graph` on `runtime`: from the cache, or measured now and stored."""
     key, parts = profile_key(graph, runtime.device_names)
     directory = os.path.join(cache or cache_dir("profiles"), key)
     cached = CostModel.load(directory)
     if cached is not None:
-        say(f"found a profile in the cache: {directory}")
+        log.info(f"found a profile in the cache: {directory}")
         return Profile(cached, directory, cached=True)
     runner = ModelRunner(graph)
     tables, step_us = [], {}
     for device_type in runtime.device_types:
         device = next(d for d in runtime.device_names if runtime.device_type(d) == device_type)
-        say(f"profiling on {device}: {warmup} warm-up, {runs} timed and {runs} traced runs")
+        log.info(f"profiling on {device}: {warmup} warm-up, {runs} timed and {runs} traced runs")
         table, step_us[device_type] = _op_costs(graph, runner, runtime, device, runs, warmup)
         tables.append(table)
-    links = runtime_links(runtime, cache, say)
+    links = runtime_links(runtime, cache)
     model = CostModel(ops=pd.concat(tables, ignore_index=True), links=links,
                       meta=new_meta(key, parts, runs=runs, warmup=warmup,
                                     runtime=runtime.describe(), step_us=step_us))
     if len(links):
-        fit_remote_inputs(graph, model, runner, runtime, say=say)
-        calibrate_crossing(graph, model, runner, runtime, runs, say)
+        fit_remote_inputs(graph, model, runner, runtime)
+        calibrate_crossing(graph, model, runner, runtime, runs)
     model.save(directory)
-    say(f"stored the profile in {directory}")
+    log.info(f"stored the profile in {directory}")
     return Profile(model, directory, cached=False)
 
 
@@ -91,10 +98,21 @@ def single_device_placement(graph: OpGraph, runtime: Runtime, device: str) -> di
                            if runtime.device_type(d) in allowed), None)
             if target is None:
                 names = ", ".join(graph.ops[i].name for i in members[:3])
-                raise PlacetoError(f"ops {names} have no kernel for any device of the runtime "
-                                   f"(kernels for: {', '.join(sorted(allowed))})")
+                raise InputError(f"ops {names} have no kernel for any device of the runtime "
+                                 f"(kernels for: {', '.join(sorted(allowed))})")
         placement.update({graph.ops[i].name: target for i in members})
     return placement
+
+
+def _runs(runner: ModelRunner, runtime: Runtime, placement: dict, what: str, warmup: int,
+          repeats: int, traced: int) -> StepRuns:
+    """runner.run with a progress bar over its runs; a run that fails fails the profile."""
+    with progress(total=warmup + repeats + traced, desc=what, unit="run", leave=False) as bar:
+        result = runner.run(runtime, placement, warmup=warmup, repeats=repeats, traced=traced,
+                            on_run=bar.update)
+    if result.status != OK:
+        raise MeasurementError(f"{what} failed: {result.reason}")
+    return result
 
 
 def _colocation(graph):
@@ -108,10 +126,8 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
     The fastest step, not the median: other work on a shared machine only ever adds time, and
     the step time only serves to find the per-op overhead beyond the traced op times.
     """
-    result = runner.run(runtime, single_device_placement(graph, runtime, device),
-                        warmup=warmup, repeats=runs, traced=runs)
-    if result.status != OK:
-        raise PlacetoError(f"profiling on {device} failed: {result.reason}")
+    result = _runs(runner, runtime, single_device_placement(graph, runtime, device),
+                   f"profiling on {device}", warmup=warmup, repeats=runs, traced=runs)
     times = step_stats.node_times_us(result.traces)
     sizes = step_stats.node_output_bytes(result.traces[-1])
     rows = []
@@ -127,27 +143,23 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
     return pd.DataFrame(rows), min(result.step_times_s) * 1e6
 
 
-def runtime_links(runtime: Runtime, cache: Optional[str] = None,
-                  say: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+def runtime_links(runtime: Runtime, cache: Optional[str] = None) -> pd.DataFrame:
     """calibrate_links, done once per set of devices: links belong to the runtime, not to a
     graph, so every graph profiled on it shares them (a copy: profiles fit their own)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: its version is part of the key
 
     key = hashlib.sha256(json.dumps([runtime.device_names, tf.__version__, PROFILER_VERSION])
                          .encode()).hexdigest()[:20]
     path = os.path.join(cache or cache_dir("profiles"), "links", f"{key}.csv")
     if os.path.isfile(path):
-        say(f"found the link calibration of these devices: {path}")
+        log.info(f"found the link calibration of these devices: {path}")
         return pd.read_csv(path)
-    links = calibrate_links(runtime, say=say)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    links.to_csv(f"{path}.tmp-{os.getpid()}", index=False)
-    os.replace(f"{path}.tmp-{os.getpid()}", path)
+    links = calibrate_links(runtime)
+    write_atomically(path, lambda file: links.to_csv(file, index=False))
     return links
 
 
-def calibrate_links(runtime: Runtime, runs: int = 5,
-                    say: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+def calibrate_links(runtime: Runtime, runs: int = 5) -> pd.DataFrame:
     """Latency and bandwidth of each ordered device pair, from timed transfer chains.
 
     A chain bounces a tensor between two devices LINK_HOPS times; the same chain on one
@@ -158,7 +170,7 @@ def calibrate_links(runtime: Runtime, runs: int = 5,
     """
     rows = []
     for a, b in itertools.combinations(runtime.device_names, 2):
-        say(f"timing transfers between {a} and {b}")
+        log.info(f"timing transfers between {a} and {b}")
         sizes, seconds = [], []
         for elements in LINK_ELEMENTS:
             cross = _time_chain(runtime, a, b, elements, runs)
@@ -204,8 +216,7 @@ def remote_slowdowns(table: pd.DataFrame, single_step_us: float) -> dict:
 
 
 def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, runtime: Runtime,
-                      runs: int = 3, seed: int = 0,
-                      say: Callable[[str], None] = lambda message: None) -> None:
+                      runs: int = 3, seed: int = 0) -> None:
     """Find the kernels that are slower when an input comes from another device (in place).
 
     Every op (with what it must be colocated with) goes to a random one of the first two
@@ -218,14 +229,13 @@ def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, run
     device_type = runtime.device_type(pair[0])
     if runtime.device_type(pair[1]) != device_type:
         return
-    say(f"timing the graph with each op on a random one of {pair[0]} and {pair[1]}")
+    log.info(f"timing the graph with each op on a random one of {pair[0]} and {pair[1]}")
     members = _colocation(graph)[0]
     picks = np.random.default_rng(seed).integers(0, 2, len(members))
     placement = {graph.ops[i].name: pair[pick] for together, pick in zip(members, picks)
                  for i in together}
-    result = runner.run(runtime, placement, warmup=1, repeats=0, traced=runs)
-    if result.status != OK:
-        raise PlacetoError(f"profiling remote inputs failed: {result.reason}")
+    result = _runs(runner, runtime, placement, "profiling remote inputs", warmup=1, repeats=0,
+                   traced=runs)
     run_us = step_stats.node_times_us(result.traces)
     remote = remote_input_ops(graph, placement)
     ops = model.ops[model.ops["device_type"] == device_type].set_index("op")
@@ -243,13 +253,12 @@ def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, run
     model.meta["remote_inputs"] = {"placement": f"each op on a random one of {pair[0]} and "
                                                 f"{pair[1]}", "slowdowns": slowdowns}
     if slowdowns:
-        say("slower with inputs from another device: " + ", ".join(
+        log.info("slower with inputs from another device: " + ", ".join(
             f"{kind} {factor:.1f}x" for kind, factor in sorted(slowdowns.items())))
 
 
 def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
-                       runtime: Runtime, runs: int = 3,
-                       say: Callable[[str], None] = lambda message: None) -> None:
+                       runtime: Runtime, runs: int = 3) -> None:
     """Fit what crossing devices costs to a real split run of the graph itself (in place).
 
     A tensor that crosses devices costs more than a bounced chain shows: its sender and its
@@ -262,10 +271,6 @@ def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
     one factor) until the simulated step matches the real one. Nothing is fitted when the two
     devices differ in type or nothing crosses. What was found goes to meta["crossing"].
     """
-    from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.devices import DeviceSet
-    from tf_placeto.graph.grouping import group_ops
-
     pair = runtime.device_names[:2]
     if runtime.device_type(pair[0]) != runtime.device_type(pair[1]):
         return
@@ -277,10 +282,9 @@ def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
     chain_bytes_per_us = float(model.links["bytes_per_us"].median())
     if nbytes == 0 or not np.isfinite(chain_bytes_per_us):
         return
-    say(f"timing the graph split between {pair[0]} and {pair[1]} to fit what crossing costs")
-    result = runner.run(runtime, placement, warmup=1, repeats=runs, traced=runs)
-    if result.status != OK:
-        raise PlacetoError(f"profiling transfers failed: {result.reason}")
+    log.info(f"timing the graph split between {pair[0]} and {pair[1]} to fit what crossing costs")
+    result = _runs(runner, runtime, placement, "profiling transfers", warmup=1, repeats=runs,
+                   traced=runs)
     real_us = step_stats.node_times_us(result.traces)
     types = [runtime.device_type(pair[0])]
     # what the simulator charges each op for itself under this placement
@@ -321,7 +325,7 @@ def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
 def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> float:
     """Fastest wall time of one run of a tensor bouncing between `a` and `b` (the fastest:
     other work on the machine only ever adds time)."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded when links are timed
 
     with tf.Graph().as_default() as graph:
         with tf.device(a):
@@ -345,7 +349,7 @@ def _plain_session(runtime: Runtime, graph):
     """A session that runs the graph as built. Grappler would fold a calibration chain into
     one op on one device (a unary-op composition, a cancelled Neg(Neg(x))), and no tensor
     would travel."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded when links are timed
 
     config = runtime.session_config()
     config.graph_options.rewrite_options.disable_meta_optimizer = True

@@ -15,16 +15,17 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
+from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import first_line
+from tf_placeto.graph.importer import import_graph_def
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_inputs
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.runtime import Runtime
-from tf_placeto.errors import first_line
-from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.graph.importer import import_graph_def
-from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_inputs
 from tf_placeto.rewrite import placed_proto
 
 # Outcomes of a run, as results report them.
@@ -48,7 +49,7 @@ class StepRuns:
 def example_feeds(source, seed: int = 0) -> dict:
     """Deterministic inputs for a signature: N(0,1) floats; zeros for numbers and bools,
     empty strings for strings. Zeros are valid class labels and embedding ids."""
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on the first real run
 
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -80,51 +81,51 @@ class ModelRunner:
         self.tags = list(source.meta_graph.meta_info_def.tags)
 
     def run(self, runtime: Runtime, placement: Optional[dict] = None, warmup: int = 1,
-            repeats: int = 5, traced: int = 0, timeout_s: float = 600.0) -> StepRuns:
-        """Warm-up runs, then `repeats` timed runs, then `traced` fully traced runs.
+            repeats: int = 5, traced: int = 0, timeout_s: float = 600.0,
+            on_run: Callable[[], object] = lambda: None) -> StepRuns:
+        """Warm-up runs, then `repeats` timed runs, then `traced` fully traced runs; `on_run()`
+        after each (a progress bar's update).
 
         A placement that runs out of memory is INFEASIBLE; one that fails or passes the
         timeout is FAILED; either way the reason says what TensorFlow said.
         """
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded on the first real run
 
-        try:
-            with self._staged(placement) as export_dir:
-                return self._run_staged(tf, export_dir, runtime, warmup, repeats, traced,
-                                        timeout_s)
-        except tf.errors.ResourceExhaustedError as exc:
-            return StepRuns(INFEASIBLE, f"out of memory: {first_line(exc)}")
-        except tf.errors.DeadlineExceededError:
-            return StepRuns(FAILED, f"a step took longer than the {timeout_s:g} s time limit")
-        except tf.errors.OpError as exc:
-            return StepRuns(FAILED, f"{type(exc).__name__}: {first_line(exc)}")
-
-    def _run_staged(self, tf, export_dir, runtime, warmup, repeats, traced, timeout_s):
-        feed_dict = {name: value for name, value in self.feeds.values()}
-        timeout_ms = max(1, round(timeout_s * 1000))      # 0 would mean "no limit"
-        plain = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
-        tracing = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms,
-                                          trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         result = StepRuns(OK)
-        with tf.Graph().as_default() as graph:
+        try:
+            with self.session(runtime, placement, timeout_s) as steps:
+                for _ in range(warmup):
+                    steps.step()
+                    on_run()
+                for _ in range(repeats):
+                    result.step_times_s.append(steps.step())
+                    on_run()
+                for _ in range(traced):
+                    result.traces.append(steps.traced_step())
+                    on_run()
+                result.outputs = steps.outputs
+        except tf.errors.OpError as exc:
+            return StepRuns(*failure(exc, timeout_s))
+        return result
+
+    @contextlib.contextmanager
+    def session(self, runtime: Runtime, placement: Optional[dict] = None,
+                timeout_s: float = 600.0):
+        """The placed graph loaded in its own session, as a StepSession; closed (its state
+        released on every worker) when the block ends. TensorFlow's errors pass through:
+        `failure(exc)` says what they mean."""
+        import tensorflow as tf  # heavy: loaded on the first real run
+
+        with self._staged(placement) as export_dir, tf.Graph().as_default() as graph:
             session = tf.compat.v1.Session(runtime.target, graph=graph,
                                            config=runtime.session_config(timeout_s))
             try:
                 tf.compat.v1.saved_model.loader.load(session, self.tags, export_dir)
-                for _ in range(warmup):
-                    result.outputs = session.run(self.fetches, feed_dict, options=plain)
-                for _ in range(repeats):
-                    start = time.perf_counter()
-                    result.outputs = session.run(self.fetches, feed_dict, options=plain)
-                    result.step_times_s.append(time.perf_counter() - start)
-                for _ in range(traced):
-                    metadata = tf.compat.v1.RunMetadata()
-                    result.outputs = session.run(self.fetches, feed_dict, options=tracing,
-                                                 run_metadata=metadata)
-                    result.traces.append(metadata)
+                yield StepSession(session, self.fetches,
+                                  {name: value for name, value in self.feeds.values()},
+                                  timeout_s)
             finally:
                 _close(session, runtime)
-        return result
 
     @contextlib.contextmanager
     def _staged(self, placement):
@@ -142,6 +143,46 @@ class ModelRunner:
             yield staging
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+class StepSession:
+    """Runs steps of one loaded placement: several can stay open at once, so that
+    placements can be timed in turns."""
+
+    def __init__(self, session, fetches: dict, feed_dict: dict, timeout_s: float):
+        import tensorflow as tf  # heavy: loaded on the first real run
+
+        timeout_ms = max(1, round(timeout_s * 1000))      # 0 would mean "no limit"
+        self._session, self._fetches, self._feed_dict = session, fetches, feed_dict
+        self._plain = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
+        self._tracing = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms,
+                                                trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        self._metadata = tf.compat.v1.RunMetadata
+        self.outputs = {}
+
+    def step(self) -> float:
+        """Run one step; its wall time in seconds."""
+        start = time.perf_counter()
+        self.outputs = self._session.run(self._fetches, self._feed_dict, options=self._plain)
+        return time.perf_counter() - start
+
+    def traced_step(self):
+        """Run one fully traced step; its RunMetadata (step stats, memory)."""
+        metadata = self._metadata()
+        self.outputs = self._session.run(self._fetches, self._feed_dict, options=self._tracing,
+                                         run_metadata=metadata)
+        return metadata
+
+
+def failure(exc, timeout_s: float) -> tuple:
+    """(status, reason) of a TensorFlow error that ended a placement's runs."""
+    import tensorflow as tf  # heavy: loaded on the first real run
+
+    if isinstance(exc, tf.errors.ResourceExhaustedError):
+        return INFEASIBLE, f"out of memory: {first_line(exc)}"
+    if isinstance(exc, tf.errors.DeadlineExceededError):
+        return FAILED, f"a step took longer than the {timeout_s:g} s time limit"
+    return FAILED, f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def _close(session, runtime: Runtime) -> None:
@@ -162,15 +203,15 @@ def _close(session, runtime: Runtime) -> None:
     threading.Thread(target=close_quietly, name="tf-placeto-close", daemon=True).start()
 
 
-def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2) -> StepRuns:
-    """Run a SavedModel as written, once, fully traced, on `num_cpus` logical CPUs.
+def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2,
+               tag_set: Optional[str] = None) -> StepRuns:
+    """Run a SavedModel (its MetaGraph of `tag_set`) as written, once, fully traced, on
+    `num_cpus` logical CPUs.
 
     Soft placement is off: a node that cannot run where it was placed is an error, not a
     silent move. Raises RuntimeError if the run fails.
     """
-    from tf_placeto.devices import DeviceSet
-
-    source = load_source(path, signature=signature)
+    source = load_source(path, signature=signature, tag_set=tag_set)
     runner = ModelRunner(import_graph_def(source.graph_def, source.fetches, source=source))
     result = runner.run(Runtime.local(DeviceSet.local(num_cpus)), warmup=0, repeats=0, traced=1)
     if result.status != OK:

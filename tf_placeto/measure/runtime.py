@@ -13,7 +13,8 @@ import dataclasses
 from typing import Optional, Sequence
 
 from tf_placeto.devices import DeviceSet, parse_device
-from tf_placeto.errors import PlacetoError
+from tf_placeto.errors import InputError
+from tf_placeto.measure.cluster import parse_cluster
 
 
 @dataclasses.dataclass
@@ -27,7 +28,7 @@ class Runtime:
     def local(cls, devices: DeviceSet) -> "Runtime":
         cpus = [d.index for d in devices if d.device_type == "CPU" and d.is_local]
         if any(not d.is_local for d in devices):
-            raise PlacetoError("devices of another job need a cluster: use --cluster")
+            raise InputError("devices of another job need a cluster: use --cluster")
         return cls(device_names=devices.names, num_cpus=max(cpus, default=0) + 1)
 
     @classmethod
@@ -46,7 +47,7 @@ class Runtime:
     def session_config(self, timeout_s: Optional[float] = None):
         """Strict placement, state isolated per session; on a cluster, every blocking
         operation (session creation too, which a dead worker would hang) bounded by timeout_s."""
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded on first use, not with the package
 
         config = tf.compat.v1.ConfigProto(allow_soft_placement=False,
                                           isolate_session_state=True)
@@ -73,10 +74,8 @@ def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
     `named` (the placements' devices) mention, such as logical CPUs.
     """
     if devices and cluster:
-        raise PlacetoError("give --devices or --cluster, not both")
+        raise InputError("give --devices or --cluster, not both")
     if cluster:
-        from tf_placeto.measure.cluster import parse_cluster
-
         with parse_cluster(cluster) as running:
             yield Runtime.on_cluster(running)
         return

@@ -26,6 +26,8 @@ import struct
 import sys
 import time
 
+import numpy as np
+
 READY_LINE = "ready"
 EXIT_PORT_TAKEN = 75          # the parent picks new ports and starts again
 PARENT_POLL_S = 1.0
@@ -99,8 +101,6 @@ def _loaded_tensorflow_libraries() -> dict:
 
 def _got_entries(path: str, symbol: bytes) -> list:
     """Addresses (relative to the load address) of the GOT slots of `symbol` in an ELF64 file."""
-    import numpy as np
-
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as elf:
         if elf[:6] != b"\x7fELF\x02\x01":   # 64-bit little-endian, as on x86-64 and arm64
             return []
@@ -161,7 +161,7 @@ def port_is_taken(port: int) -> bool:
 
 def serve(cluster: dict, task: int, parent_pid: int) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     port = int(cluster["worker"][task].rsplit(":", 1)[1])
     _LoopbackBind().install()

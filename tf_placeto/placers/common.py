@@ -12,24 +12,25 @@ placers, which the searching placers start from.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Optional
 
 import numpy as np
 import scipy.sparse
 
+from tf_placeto.placers import registry
 from tf_placeto.placers.problem import PlacementProblem
 
 
-# The placers that decide in about a second or less, without learning or solving.
-FAST_PLACERS = ("single", "round_robin", "metis", "m_topo", "m_etf", "m_sct", "heft")
+def fast_placers() -> list:
+    """The specs of the placers that decide in about a second or less, without learning or
+    solving (PlacerSpec.fast), in report order."""
+    return [spec for spec in registry.discover("tf_placeto.placers") if spec.fast]
 
 
 def fast_decisions(problem: PlacementProblem) -> list:
-    """(name, device per group) of each of FAST_PLACERS."""
-    return [(name, problem.check(decision_and_info(
-        importlib.import_module(f"tf_placeto.placers.{name}").place(problem))[0]))
-        for name in FAST_PLACERS]
+    """(name, device per group) of each fast placer."""
+    return [(spec.name, problem.check(decision_and_info(spec.place(problem))[0]))
+            for spec in fast_placers()]
 
 
 def decision_and_info(decided) -> tuple:

@@ -20,6 +20,7 @@ import numpy as np
 from tf_placeto.placers import single
 from tf_placeto.placers.common import repair
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 
 def place(problem: PlacementProblem, *, seed: int = 0, layers=()) -> tuple:
@@ -56,3 +57,8 @@ def _votes(problem: PlacementProblem, rules, n_layers: int) -> tuple:
         votes[g, device] += op_time[op]
         counts[g, device] += 1
     return votes, counts
+
+
+PLACER = PlacerSpec(
+    "expert", place, "the papers' human expert: whole layers on their own devices",
+    order=20, auto=True, workload=("layers",))

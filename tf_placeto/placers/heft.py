@@ -17,6 +17,7 @@ import numpy as np
 from tf_placeto.placers.common import edge_timing, mean_compute_us
 from tf_placeto.placers.list_scheduling import earliest_finish_by_priority
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 
 def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
@@ -36,3 +37,8 @@ def upward_rank(problem: PlacementProblem) -> np.ndarray:
         src, dst = problem.edge_src[e], problem.edge_dst[e]
         rank[src] = max(rank[src], via_edge[e] + rank[dst])
     return rank
+
+
+PLACER = PlacerSpec(
+    "heft", place, "HEFT: by upward rank, each group to the device where it finishes first",
+    order=90, fast=True, auto=True)

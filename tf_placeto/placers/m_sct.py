@@ -26,6 +26,7 @@ import scipy.sparse
 from tf_placeto.placers.common import edge_timing, mean_compute_us
 from tf_placeto.placers.list_scheduling import earliest_start_first
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 ROUNDING_THRESHOLD = 0.5
 
@@ -90,3 +91,8 @@ def favourite_children(problem: PlacementProblem, edge_x: np.ndarray) -> np.ndar
             favourite[a] = b
             has_parent[b] = True
     return favourite
+
+
+PLACER = PlacerSpec(
+    "m_sct", place, "m-SCT (Baechi): m-ETF with favourite children from a linear program",
+    order=80, fast=True, auto=True)

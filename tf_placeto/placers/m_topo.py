@@ -14,6 +14,7 @@ import numpy as np
 
 from tf_placeto.placers.common import fits, repair, roomiest_device
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 
 def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
@@ -33,3 +34,8 @@ def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
         load[decision[g]] += memory[g]
     decision, moved = repair(problem, decision)
     return decision, {"budget_bytes": float(budget), "moved_by_repair": moved}
+
+
+PLACER = PlacerSpec(
+    "m_topo", place, "m-TOPO (Baechi): fill the devices one after another in topological order",
+    order=60, fast=True, auto=True)

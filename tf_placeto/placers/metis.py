@@ -18,6 +18,7 @@ import scipy.optimize
 
 from tf_placeto.placers.common import link_bytes, mean_compute_us, repair
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 # Integer resolution of the weights METIS balances and cuts (it needs integers > 0).
 WEIGHT_SCALE = 10_000
@@ -61,3 +62,8 @@ def _devices_for_parts(problem: PlacementProblem, parts: np.ndarray) -> np.ndarr
     device_of_part = np.empty(problem.n_devices, np.int64)
     device_of_part[part_rows] = devices
     return device_of_part
+
+
+PLACER = PlacerSpec(
+    "metis", place, "a balanced min-cut partition of the group graph (METIS)",
+    order=50, fast=True, auto=True)

@@ -23,7 +23,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from tf_placeto.graph.grouping import GroupGraph
+from tf_placeto.graph.grouping import GroupGraph, coarsen
+from tf_placeto.measure import simulator
+from tf_placeto.measure.measurer import SimulatedMeasurer
 
 
 @dataclasses.dataclass
@@ -60,8 +62,6 @@ class PlacementProblem:
 
         capacity_bytes: memory per device (default unlimited).
         """
-        from tf_placeto.measure.measurer import SimulatedMeasurer
-
         capacity = None if capacity_bytes is None else dict(zip(devices.names, capacity_bytes))
         measurer = SimulatedMeasurer(groups.op_graph, cost_model, devices,
                                      memory_capacity=capacity)
@@ -74,8 +74,6 @@ class PlacementProblem:
 
         capacity_bytes: per device (default: the simulation's own memory capacity).
         """
-        from tf_placeto.measure.simulator import simulate
-
         n_groups, n_devices = len(groups), simulation.n_devices
         op_cost = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
         compute = np.zeros((n_groups, n_devices))
@@ -90,7 +88,7 @@ class PlacementProblem:
                                  minlength=n_groups)
         outputs = np.bincount(groups.group_of[simulation.tensor_producer],
                               weights=simulation.tensor_bytes, minlength=n_groups)
-        single = simulate(simulation, np.zeros(simulation.n_ops, np.int64))
+        single = simulator.simulate(simulation, np.zeros(simulation.n_ops, np.int64))
         peak = float(single.peak_memory_bytes[0])
         share = np.clip((peak - persistent.sum()) / outputs.sum(), 0.0, 1.0) \
             if outputs.sum() > 0 else 0.0
@@ -134,8 +132,6 @@ class PlacementProblem:
     def coarsened(self, max_groups: int) -> tuple:
         """(the problem over at most `max_groups` groups, chunk of each of this problem's
         groups): consecutive groups merged; a decision d on it is `d[chunk]` here."""
-        from tf_placeto.graph.grouping import coarsen
-
         if self.n_groups <= max_groups:
             return self, np.arange(self.n_groups)
         groups, chunk_of_group = coarsen(self.groups, max_groups)
@@ -228,10 +224,8 @@ class PlacementProblem:
 
     def simulate(self, group_devices, schedule: bool = False):
         """The op-level simulation of one decision (tf_placeto.measure.simulator.SimulationResult)."""
-        from tf_placeto.measure.simulator import simulate
-
-        return simulate(self.simulation, self.op_devices(self.check(group_devices)),
-                        schedule=schedule)
+        return simulator.simulate(self.simulation, self.op_devices(self.check(group_devices)),
+                                  schedule=schedule)
 
     def placement(self, group_devices) -> dict:
         """{op name: device name} for the decision."""
@@ -239,9 +233,7 @@ class PlacementProblem:
             [self.device_names[d] for d in self.check(group_devices)])
 
     def lower_bound_us(self) -> float:
-        from tf_placeto.measure.simulator import lower_bound_us
-
-        return lower_bound_us(self.simulation)
+        return simulator.lower_bound_us(self.simulation)
 
     def device_loads(self, group_devices) -> np.ndarray:
         """Modelled memory per device under a decision."""

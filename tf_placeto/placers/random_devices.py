@@ -11,6 +11,7 @@ import numpy as np
 
 from tf_placeto.placers.common import fits, repair, roomiest_device
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 
 def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
@@ -23,3 +24,8 @@ def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
         load[decision[g]] += problem.memory_bytes[g]
     decision, moved = repair(problem, decision)
     return decision, {"moved_by_repair": moved}
+
+
+PLACER = PlacerSpec(
+    "random", place, "a seeded random device per group: the floor to clear",
+    order=40)

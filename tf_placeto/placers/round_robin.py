@@ -16,6 +16,7 @@ import numpy as np
 from tf_placeto.graph.grouping import contiguous_chunks
 from tf_placeto.placers.common import fits, mean_compute_us, repair, roomiest_device
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import PlacerSpec
 
 CHUNKS_PER_DEVICE = 2
 
@@ -36,3 +37,8 @@ def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
         load[decision[g]] += problem.memory_bytes[g]
     decision, moved = repair(problem, decision)
     return decision, {"chunks": int(chunk_of.max(initial=-1)) + 1, "moved_by_repair": moved}
+
+
+PLACER = PlacerSpec(
+    "round_robin", place, "slices of the topological order dealt to the devices in turn",
+    order=30, fast=True)

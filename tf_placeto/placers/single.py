@@ -11,9 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_placeto.placers.problem import PlacementProblem
-
-# One device is what this placer means: placers.place never re-plans or splits it for memory.
-SPLITS = False
+from tf_placeto.placers.registry import PlacerSpec
 
 
 def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
@@ -36,3 +34,9 @@ def all_on(problem: PlacementProblem, device: int) -> np.ndarray:
     """Every group on `device`, except those without a kernel there: their first allowed one."""
     allowed = problem.allowed
     return np.where(allowed[:, device], device, np.argmax(allowed, axis=1)).astype(np.int64)
+
+
+PLACER = PlacerSpec(
+    "single", place, "everything on the fastest device that holds the graph",
+    order=10, fast=True, auto=True,
+    memory="one_device")       # one device is what it means: never re-planned for memory

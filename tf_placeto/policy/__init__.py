@@ -1,10 +1,17 @@
 """Placeto on TF-Agents: specs, environment, network, training, and placing with a policy.
 
-specs.py (what the policy sees and does) -> environment.py (the MDP over a PlacementProblem)
--> network.py (the graph-embedding network) -> training.py (REINFORCE or PPO, checkpoints,
-export) -> inference.py (zero-shot or fine-tuned placements). Beside them, rnn_planner.py: the
-hierarchical RNN planner of Mirhoseini et al., learned per graph on Placeto's objective, with
-TensorFlow alone.
+specs.py (what the policy sees and does) -> objective.py (what it minimises) -> starts.py
+(where episodes start) -> observation.py (a problem as the policy sees it) -> episode.py (the
+MDP over a PlacementProblem) -> environment.py (it as a TF-Agents environment) -> network.py
+(the graph-embedding network) -> imitation.py (imitating the fast placers) -> training.py
+(REINFORCE or PPO, checkpoints, export) -> inference.py (zero-shot or fine-tuned placements).
+Beside them, rnn_planner.py and rnn_network.py: the hierarchical RNN planner of Mirhoseini et
+al., learned per graph on Placeto's objective, with TensorFlow alone; placers/ offers both as
+placers.
+
+environment, network, imitation, training and rnn_network import TensorFlow (and TF-Agents) at
+their top; the other modules import them only inside functions, so that `import
+tf_placeto.policy` and listing the placers load no TensorFlow.
 """
 
 import contextlib
@@ -13,7 +20,7 @@ import io
 import os
 import sys
 
-from tf_placeto.errors import PlacetoError
+from tf_placeto.errors import InputError
 
 
 def require_tf_agents() -> None:
@@ -22,7 +29,7 @@ def require_tf_agents() -> None:
     inside tf-agents."""
     if "tensorflow" in sys.modules and os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true",
                                                                                      "True"):
-        raise PlacetoError(
+        raise InputError(
             "training or fine-tuning the Placeto policy uses tf-agents, which needs legacy Keras: "
             "set TF_USE_LEGACY_KERAS=1 before TensorFlow is first imported (the tf-placeto "
             "command does), or place zero-shot (budget 0), which needs only TensorFlow")

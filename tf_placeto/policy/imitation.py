@@ -4,11 +4,13 @@ Trained by REINFORCE alone from random starts, the shipped policy's greedy episo
 group on one device: a move's reward mostly pays for joining a group to its neighbours. So
 that training can start from a policy that splits, the network can first be taught, by
 cross-entropy, to move each group where a demonstration put it: the best decision of the fast
-placers (`environment.fast_start`). The demonstrated episodes walk from random starts through
+placers (`starts.fast_start`). The demonstrated episodes walk from random starts through
 those moves, so the network sees what a greedy episode of a good policy would see. Devices that
 are interchangeable are renamed by first use in group order (`PlacementProblem.canonical`), so
 that a demonstration does not depend on which device a placer happened to call 0. What it did
-for transfer on the graph families (nothing measurable yet) is in BUILD.md."""
+for transfer on the graph families (nothing measurable yet) is in BUILD.md.
+
+This module loads TensorFlow when it is imported (training.py uses it)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tf_placeto.placers.problem import PlacementProblem
-from tf_placeto.policy.environment import Episode, GraphView, start_placement
+from tf_placeto.policy import require_tf_agents
+from tf_placeto.policy.episode import Episode
+from tf_placeto.policy.observation import GraphView
+from tf_placeto.policy.starts import start_placement
+
+require_tf_agents()     # import guard: tf-agents needs legacy Keras, before TensorFlow loads
+
+import tensorflow as tf
 
 
 @dataclasses.dataclass
@@ -65,8 +74,6 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: in
     """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy; per
     epoch, {"epoch", "loss", "accuracy", "seconds"} (accuracy: how often its argmax is the
     device)."""
-    import tensorflow as tf
-
     optimizer = tf.keras.optimizers.Adam(learning_rate)
 
     @tf.function
@@ -105,7 +112,5 @@ def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> 
 
 def _hits(logits, actions):
     """How many of a batch's most likely devices are the demonstrated ones."""
-    import tensorflow as tf
-
     return tf.reduce_sum(tf.cast(
         tf.equal(tf.argmax(logits, -1, output_type=tf.int32), actions), tf.float32))

@@ -11,8 +11,8 @@ tf_placeto.policy.training writes them. The package ships one trained on the gra
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
 the policy alone finds; or "fast" (the default), the best decision of the fast placers
-(placers.common.FAST_PLACERS), which the policy then improves where it can: a placement from it
-is never slower than theirs in simulation, and their 7 decisions count as evaluations.
+(placers.common.fast_placers), which the policy then improves where it can: a placement from it
+is never slower than theirs in simulation, and their decisions count as evaluations.
 """
 
 from __future__ import annotations
@@ -20,15 +20,17 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
 
-from tf_placeto.errors import PlacetoError
+from tf_placeto.errors import InputError
+from tf_placeto.log import progress
 from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.policy import specs
-from tf_placeto.policy.environment import Episode, GraphView, check_size, fast_start
+from tf_placeto.policy.episode import Episode
+from tf_placeto.policy.observation import GraphView, check_size
+from tf_placeto.policy.starts import fast_start
 
 START_KINDS = ("fast", "random")
 
@@ -37,15 +39,15 @@ PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraine
 def pretrained_policy() -> str:
     """The policy shipped with the package (trained on the graph families; see BUILD.md)."""
     if not os.path.isdir(os.path.join(PRETRAINED, "policy")):
-        raise PlacetoError(f"no pretrained policy in {PRETRAINED}: train one with "
-                           "`tf-placeto train` and pass its directory")
+        raise InputError(f"no pretrained policy in {PRETRAINED}: train one with "
+                         "`tf-placeto train` and pass its directory")
     return PRETRAINED
 
 
 def _checked(policy_dir: str) -> str:
     if not os.path.isfile(os.path.join(policy_dir, "policy", "saved_model.pb")):
-        raise PlacetoError(f"{policy_dir}: not a trained policy (no policy/saved_model.pb; "
-                           "`tf-placeto train --out DIR` makes one)")
+        raise InputError(f"{policy_dir}: not a trained policy (no policy/saved_model.pb; "
+                         "`tf-placeto train --out DIR` makes one)")
     return policy_dir
 
 
@@ -58,7 +60,7 @@ class SavedPolicy:
     """
 
     def __init__(self, policy_dir: str):
-        import tensorflow as tf
+        import tensorflow as tf  # heavy: loaded when a policy is first used
 
         self._graph = tf.Graph()
         self._session = tf.compat.v1.Session(graph=self._graph)
@@ -103,10 +105,9 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     better; the objectives of the greedy episode's placements then the training's, in order.
     Every episode starts from `initial` (default: a random placement). A progress bar shows
     on a terminal."""
-    from tqdm import tqdm
-
+    # heavy: tf-agents and TensorFlow, loaded only to fine-tune
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
-                                           _read_log)
+                                            _read_log)
 
     devices, value, objectives = greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
@@ -118,13 +119,13 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
         logged = _read_log(os.path.join(policy_dir, "training.json")).get("config", {})
         config = TrainingConfig(**{**logged, "seed": seed})
         trainer = Trainer([problem], scratch, config, initial=[initial])
-        with tqdm(total=episodes, desc="placeto: fine-tuning", unit="iteration",
-                  file=sys.stderr, disable=None, leave=False) as bar:
-            def progress(row):
+        with progress(total=episodes, desc="placeto: fine-tuning", unit="iteration",
+                      leave=False) as bar:
+            def iterated(row):
                 bar.update(1)
                 bar.set_postfix(best_ms=f"{trainer.best(0)[0] / 1e3:.1f}")
 
-            trainer.run(trainer.iterations_done + episodes, progress=progress,
+            trainer.run(trainer.iterations_done + episodes, progress=iterated,
                         checkpoint_every=10**9)
         tuned_value, tuned = trainer.best(0)
         objectives = np.concatenate([objectives, trainer.objectives(0)])
@@ -141,7 +142,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
     among them the placements evaluated (simulated) in all and until the best was within 5%,
     and where the episodes started (`start`, one of START_KINDS)."""
     if start not in START_KINDS:
-        raise PlacetoError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
+        raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
     coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
     check_size(coarse)          # before the fast placers work on a problem the policy refuses

@@ -24,7 +24,7 @@ NUM_FEATURES = DEVICE_ONE_HOT + MAX_DEVICES
 
 
 def observation_spec():
-    from tf_agents.specs import array_spec
+    from tf_agents.specs import array_spec  # heavy: tf-agents, for the modules that use it
 
     n, d = MAX_GROUPS, MAX_DEVICES
     return {
@@ -38,6 +38,6 @@ def observation_spec():
 
 
 def action_spec():
-    from tf_agents.specs import array_spec
+    from tf_agents.specs import array_spec  # heavy: tf-agents, for the modules that use it
 
     return array_spec.BoundedArraySpec((), np.int32, 0, MAX_DEVICES - 1, "device")

@@ -12,6 +12,8 @@ Everything lives under one directory: `checkpoints/` (agent, optimizer, step, ba
 killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
 exported with TF-Agents' PolicySaver: a SavedModel that runs without tf-agents) and
 `training.json` (the configuration and what each iteration found).
+
+This module loads TF-Agents and TensorFlow when it is imported.
 """
 
 from __future__ import annotations
@@ -25,9 +27,23 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tf_placeto.errors import PlacetoError
+from tf_placeto.errors import InputError
 from tf_placeto.policy import require_tf_agents, specs
+
+require_tf_agents()     # import guard: tf-agents needs legacy Keras, before TensorFlow loads
+
+import tensorflow as tf
+from tf_agents.agents.ppo import ppo_clip_agent
+from tf_agents.agents.reinforce import reinforce_agent
+from tf_agents.environments import batched_py_environment, tf_py_environment
+from tf_agents.policies import policy_saver
+from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory
+from tf_agents.utils import common
+
 from tf_placeto.policy.environment import PlacementEnvironment
+from tf_placeto.policy.imitation import Demonstrations, imitate
+from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
 BASELINES = "baselines.json"       # in CHECKPOINTS
@@ -45,7 +61,7 @@ class TrainingConfig:
     baseline_window: int = 10
     embedding: int = 32
     rounds: int = 8
-    restart: str = "fixed"               # where each episode starts (environment.RESTARTS)
+    restart: str = "fixed"               # where each episode starts (starts.RESTARTS)
     seed: int = 0
 
 
@@ -56,11 +72,6 @@ class Trainer:
                  initial: Sequence = None):
         """initial: per problem, the fixed start placement of its episodes, or None (a random
         one, as Placeto's)."""
-        require_tf_agents()
-        import tensorflow as tf
-        from tf_agents.environments import batched_py_environment, tf_py_environment
-        from tf_agents.utils import common
-
         if config.algorithm not in ("reinforce", "ppo"):
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
         self.config, self.out = config, out
@@ -97,13 +108,11 @@ class Trainer:
         device in `decisions` (one per problem; imitation.py), from `starts` random starts per
         problem, for `epochs` passes. Done once per directory: a resumed run finds it in
         training.json and skips it. Returns each epoch's loss and accuracy."""
-        from tf_placeto.policy.imitation import Demonstrations, imitate
-
         if self.imitation or epochs <= 0:
             return self.imitation
         if self.iterations_done:
-            raise PlacetoError(f"{self.out} has {self.iterations_done} iterations of "
-                               "reinforcement learning already; imitation comes before them")
+            raise InputError(f"{self.out} has {self.iterations_done} iterations of "
+                             "reinforcement learning already; imitation comes before them")
         demonstrations = Demonstrations.record(self.problems, decisions, starts,
                                                seed=self.config.seed)
         self.imitation = imitate(self.actor, demonstrations, epochs, seed=self.config.seed,
@@ -114,8 +123,6 @@ class Trainer:
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
             checkpoint_every: int = 10) -> list:
         """Train until `iterations` iterations are done in all (a resumed run counts the old)."""
-        import tensorflow as tf
-
         while self.iterations_done < iterations:
             start = time.perf_counter()
             experience, episodes = self._collect()
@@ -137,8 +144,6 @@ class Trainer:
 
     def export(self) -> str:
         """The greedy policy as a SavedModel (TF-Agents' PolicySaver) under out/policy."""
-        from tf_agents.policies import policy_saver
-
         path = os.path.join(self.out, POLICY)
         with warnings.catch_warnings():   # about saving distributions: inference never loads them
             warnings.filterwarnings("ignore", message="Encoding a StructuredValue")
@@ -158,8 +163,6 @@ class Trainer:
     def _collect(self):
         """One episode per environment, all of one problem; rewards reshaped by the baseline
         (REINFORCE). Returns (experience, (problem index, mean return))."""
-        import tensorflow as tf
-
         steps = _run_episodes(self.env, self._act)
         problem = self.environments[0].index
         rewards = steps.reward.numpy()                     # [batch, groups]
@@ -184,18 +187,12 @@ class Trainer:
 
 def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:
     """(agent, its actor network): REINFORCE (Placeto's) or PPO over PlacetoNetwork(s)."""
-    import tensorflow as tf
-
-    from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
-
     schedule = tf.keras.optimizers.schedules.PolynomialDecay(
         config.learning_rate, config.decay_iterations, config.final_learning_rate)
     optimizer = tf.keras.optimizers.Adam(schedule)
     actor = PlacetoNetwork(time_step_spec.observation, action_spec, config.embedding,
                            config.rounds)
     if config.algorithm == "ppo":
-        from tf_agents.agents.ppo import ppo_clip_agent
-
         agent = ppo_clip_agent.PPOClipAgent(
             time_step_spec, action_spec, optimizer=optimizer, actor_net=actor,
             value_net=PlacetoValueNetwork(time_step_spec.observation, config.embedding,
@@ -205,8 +202,6 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
             normalize_rewards=False, gradient_clipping=config.gradient_clipping,
             train_step_counter=step)
     else:
-        from tf_agents.agents.reinforce import reinforce_agent
-
         agent = reinforce_agent.ReinforceAgent(
             time_step_spec, action_spec, actor_network=actor, optimizer=optimizer,
             normalize_returns=False, gradient_clipping=config.gradient_clipping,
@@ -219,10 +214,6 @@ def _run_episodes(env, act):
     """Step a batch of in-step environments through one episode: a Trajectory [batch, time].
 
     act: a policy's `action` (traced once: observations have fixed shapes)."""
-    import tensorflow as tf
-
-    from tf_agents.trajectories import trajectory
-
     time_step = env.reset()
     steps = []
     while True:
@@ -239,10 +230,6 @@ def _padded(experience, length: int):
     """The trajectory padded in time to `length` with boundary steps (LAST -> FIRST, no
     reward), which the agents leave out of their losses: every problem then trains through
     one traced function, whatever its number of groups."""
-    import tensorflow as tf
-
-    from tf_agents.trajectories import time_step as ts
-
     missing = length - int(experience.step_type.shape[1])
     if missing <= 0:
         return experience

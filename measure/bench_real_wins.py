@@ -1,0 +1,184 @@
+"""Benchmark: does `place` make real models faster, measured apart from it? (a script, not a test)
+
+    python -m measure.bench_real_wins [--models resnet50,lookup,...] [--cache DIR]
+                                      [--timeout 1800] [--repeats 15] [--json FILE]
+
+For each model of measure/real_models.py (built once, cached), one at a time, runs
+`tf-placeto place SOURCE --cluster local:2 --json --out OUT` and reads what it claims:
+predicted and measured step as written -> placed, and, when it gives them, whether it wrote a
+model and the candidates it measured. Then it re-measures the written model against the
+source itself, as the users who reported slowdowns did: `tf-placeto measure --cluster local:2
+--repeats 15` of the source, the written model, the source, the written model, keeping the
+smaller median of each, since load on a shared machine only ever adds time. Prints one table
+(stdout) and the geometric mean of the re-measured ratios placed / as written, counting a
+model left unwritten as 1 (its user keeps the source). A model whose command fails becomes a
+row with the first line of the error; the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pandas as pd
+
+from measure import real_models, say
+
+CLUSTER = "local:2"
+# How the command line starts the one line it prints about a failure (tf_placeto/cli.py).
+ERROR_PREFIXES = ("tf-placeto: failed:", "tf-placeto: error:", "tf-placeto: interrupted")
+
+
+class CommandFailed(Exception):
+    """A tf-placeto command exited non-zero or ran out of time; the message is one line."""
+
+
+def tf_placeto(*args: str, deadline: float):
+    """The JSON a tf-placeto command prints (its last stdout line); the same command as the
+    installed `tf-placeto`, run with this interpreter, stopped at `deadline` (monotonic)."""
+    started = time.monotonic()
+    try:
+        result = subprocess.run([sys.executable, "-m", "tf_placeto.cli", *args],
+                                capture_output=True, text=True,
+                                timeout=max(deadline - started, 1.0))
+    except subprocess.TimeoutExpired:
+        raise CommandFailed(f"{args[0]} ran past the model's time limit") from None
+    say(f"  {args[0]}: {time.monotonic() - started:.0f} s, exit {result.returncode}")
+    if result.returncode != 0:
+        raise CommandFailed(f"{args[0]}: {error_line(result.stderr)}")
+    try:
+        return json.loads((result.stdout.strip().splitlines() or [""])[-1])
+    except ValueError:
+        raise CommandFailed(f"{args[0]}: no JSON on stdout: {result.stdout[-200:]!r}") from None
+
+
+def error_line(stderr: str) -> str:
+    """The first line that says why a command failed: its progress lines come before it."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()] or ["no output"]
+    return next((line for line in lines if line.startswith(ERROR_PREFIXES)), lines[-1])
+
+
+def median_step_s(source: str, cache_args: list, repeats: int, deadline: float) -> float:
+    [result] = tf_placeto("measure", source, "--cluster", CLUSTER, "--json",
+                          "--repeats", str(repeats), *cache_args, deadline=deadline)
+    if result["status"] != "ok":
+        raise CommandFailed(f"measure {source}: {result['status']}: {result['reason']}")
+    return result["step_time_s"]
+
+
+def remeasure(source: str, written: str, cache_args: list, repeats: int,
+              deadline: float) -> tuple:
+    """(as written, placed): the smaller of two medians each, measured in turns."""
+    medians = {source: [], written: []}
+    for _ in range(2):
+        for path in (source, written):
+            medians[path].append(median_step_s(path, cache_args, repeats, deadline))
+    return min(medians[source]), min(medians[written])
+
+
+def bench(name: str, out_dir: str, args) -> dict:
+    """One row: what `place` reported for the model and the independent re-measure."""
+    row = {"model": name}
+    deadline = time.monotonic() + args.timeout
+    cache_args = ["--cache", args.cache] if args.cache else []
+    try:
+        source = real_models.build(name)
+        out = os.path.join(out_dir, name)
+        say(f"{name}: placing {source}")
+        placed = tf_placeto("place", source, "--cluster", CLUSTER, "--json", "--out", out,
+                            *cache_args, deadline=deadline)
+        row.update({key: placed.get(key) for key in
+                    ("ops", "groups", "predicted_before_s", "predicted_after_s",
+                     "measured_before_s", "measured_after_s", "measured_candidates")})
+        row["place_says_written"] = placed.get("written")
+        row["written"] = os.path.isfile(os.path.join(out, "saved_model.pb"))
+        if row["written"]:
+            say(f"{name}: re-measuring {source} against {out}")
+            row["remeasured_before_s"], row["remeasured_after_s"] = remeasure(
+                source, out, cache_args, args.repeats, deadline)
+            row["ratio"] = row["remeasured_after_s"] / row["remeasured_before_s"]
+    except (CommandFailed, RuntimeError) as error:
+        row["error"] = str(error)
+    return row
+
+
+def _ms(before, after) -> str:
+    return "-" if before is None or after is None else f"{before * 1e3:.1f} -> {after * 1e3:.1f}"
+
+
+def _candidates(candidates) -> str:
+    """Each measured candidate as `label (method) x0.93 [0.90, 0.97]` (ratios to as written)."""
+    return "; ".join(f"{c.get('label')} ({c.get('method')}) x{c.get('ratio_median', math.nan):.2f}"
+                     f" [{c.get('ratio_low', math.nan):.2f}, {c.get('ratio_high', math.nan):.2f}]"
+                     for c in candidates or []) or "-"
+
+
+def _written(row) -> str:
+    """Whether OUT holds a model, and what place's JSON claims where that differs."""
+    if "written" not in row:
+        return "-"
+    said = row.get("place_says_written")
+    return ("yes" if row["written"] else "no") + (
+        "" if said is None or said == row["written"] else f" (place says {said})")
+
+
+def table(rows: list) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "model": row["model"],
+        "ops": row.get("ops") or "-",
+        "groups": row.get("groups") or "-",
+        "predicted (ms)": _ms(row.get("predicted_before_s"), row.get("predicted_after_s")),
+        "measured by place (ms)": _ms(row.get("measured_before_s"), row.get("measured_after_s")),
+        "candidates": _candidates(row.get("measured_candidates")),
+        "written": _written(row),
+        "re-measured (ms)": _ms(row.get("remeasured_before_s"), row.get("remeasured_after_s")),
+        "ratio": f"{row['ratio']:.2f}" if "ratio" in row else "-",
+        "error": row.get("error", ""),
+    } for row in rows])
+
+
+def geometric_mean_ratio(rows: list) -> tuple:
+    """(geometric mean, models counted): unwritten models count as 1, failures not at all."""
+    ratios = [row.get("ratio", 1.0) for row in rows if "error" not in row]
+    if not ratios:
+        return math.nan, 0
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)), len(ratios)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(real_models.MODELS),
+                        help="comma-separated names (default: all of measure/real_models.py)")
+    parser.add_argument("--cache", default=None, help="passed to place and measure")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds a model's place and re-measures may take together")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs per measure")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows here")
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in args.models.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(real_models.MODELS))
+    if unknown:
+        parser.error(f"unknown models {', '.join(unknown)} (known: "
+                     f"{', '.join(real_models.MODELS)})")
+
+    with tempfile.TemporaryDirectory(prefix="real-wins-") as out_dir:
+        rows = [bench(name, out_dir, args) for name in names]
+    with pd.option_context("display.max_colwidth", 100, "display.width", 250):
+        print(table(rows).to_string(index=False))
+    mean, counted = geometric_mean_ratio(rows)
+    print(f"geometric mean of re-measured placed / as written: {mean:.2f} over {counted} "
+          f"models (unwritten count as 1.00; {len(rows) - counted} failed)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(rows, file, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Profiling: real traced runs become per-op costs; a second call finds the cache."""
+
+import logging
+import time
+
+import pandas as pd
+import pytest
+
+import tf_placeto as tp
+from tf_placeto.measure.profiler import (calibrate_links, profile, remote_input_ops, remote_slowdowns,
+                              single_device_placement)
+from tf_placeto.measure.runtime import Runtime
+
+
+@pytest.fixture(scope="module")
+def graph(small_cnn_model):
+    return tp.import_graph(small_cnn_model)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return Runtime.local(tp.DeviceSet.local(2))
+
+
+def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tf_placeto")
+    first = profile(graph, runtime, cache=str(tmp_path), runs=3)
+    assert not first.cached
+    ops = first.model.ops.set_index("op")
+    convs = [op.name for op in graph.ops if op.type == "Conv2DBackpropFilter"]
+    assert all(ops.loc[name, "compute_us"] > 0 and ops.loc[name, "traced"] for name in convs)
+    assert len(ops) == len(graph)
+    assert first.model.ops["compute_us"].sum() > 0
+    assert (first.model.ops["remote_extra_us"] >= 0).all()
+    assert "slowdowns" in first.model.meta["remote_inputs"]
+    start = time.perf_counter()
+    second = profile(graph, runtime, cache=str(tmp_path))
+    assert second.cached and time.perf_counter() - start < 1.0
+    pd.testing.assert_series_equal(second.model.ops["remote_extra_us"],
+                                   first.model.ops["remote_extra_us"])
+    assert any("found a profile in the cache" in m for m in caplog.messages)
+
+
+def test_single_device_placement_covers_every_op(graph, runtime):
+    placement = single_device_placement(graph, runtime, "/device:CPU:1")
+    assert len(placement) == len(graph) and set(placement.values()) == {"/device:CPU:1"}
+
+
+def test_links_between_logical_cpus_are_fitted(runtime):
+    links = calibrate_links(runtime, runs=1)
+    assert list(links[["src", "dst"]].itertuples(index=False, name=None)) == [
+        ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
+    assert (links["latency_us"] >= 0).all() and (links["bytes_per_us"] > 0).all()
+
+
+def test_links_between_worker_processes_cost_time():
+    """A tensor between two processes crosses gRPC: latency and finite bandwidth, not free."""
+    from tf_placeto.measure.cluster import LocalCluster
+
+    with LocalCluster(2) as cluster:      # the fastest of 4 runs: robust to a busy machine
+        links = calibrate_links(Runtime.on_cluster(cluster), runs=4)
+    assert (links["latency_us"] > 20).all()
+    assert (links["bytes_per_us"] < 1e5).all()
+
+
+def test_remote_inputs_are_the_consumers_of_edges_that_cross(graph):
+    names = [op.name for op in graph.ops]
+    assert not remote_input_ops(graph, dict.fromkeys(names, "a")).any()
+    edge = graph.data_edges[0]
+    apart = {**dict.fromkeys(names, "a"), graph.ops[edge.dst].name: "b"}
+    remote = remote_input_ops(graph, apart)
+    assert remote[edge.dst]
+    # the moved op's consumers now read from another device too
+    assert set(remote.nonzero()[0]) == {edge.dst} | {
+        e.dst for e in graph.data_edges if e.src == edge.dst}
+
+
+def test_only_types_much_slower_with_remote_inputs_count():
+    """Every op of the split run took 1.2x (a busy worker); MaxPoolGrad with a remote input
+    10x; Neg 4x, but worth too little of the step to matter."""
+    rows = [("Conv2D", False, 1000.0, 1200.0), ("Conv2D", True, 1000.0, 1250.0),
+            ("MaxPoolGrad", True, 50.0, 600.0), ("Neg", True, 1.0, 4.8),
+            ("Mul", False, 100.0, 120.0)]
+    table = pd.DataFrame(rows, columns=["type", "remote", "profiled_us", "run_us"])
+    slowdowns = remote_slowdowns(table, single_step_us=2000.0)
+    assert list(slowdowns) == ["MaxPoolGrad"]
+    assert slowdowns["MaxPoolGrad"] == pytest.approx(600.0 / (50.0 * 1.2))

@@ -1,0 +1,61 @@
+"""Placing with a trained policy: plain TensorFlow under Keras 3, zero-shot and fine-tuned."""
+
+import json
+import pickle
+import textwrap
+
+import pytest
+
+from tests.helpers import run_python
+from tf_placeto.placers.common import fast_placers
+from tf_placeto.policy import inference
+from tf_placeto.policy.starts import fast_start
+from tf_placeto.policy.training import Trainer
+
+
+@pytest.fixture(scope="module")
+def trained(policy_problems, tmp_path_factory, tiny):
+    out = str(tmp_path_factory.mktemp("policy"))
+    trainer = Trainer(policy_problems, out, tiny)
+    trainer.run(2)
+    trainer.export()
+    return out
+
+
+def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, policy_problems, tmp_path):
+    """The exported policy runs where tf-agents and legacy Keras are absent."""
+    problem_file = tmp_path / "problem.pkl"
+    problem_file.write_bytes(pickle.dumps(policy_problems[0]))
+    result = run_python(textwrap.dedent(f"""
+        import json, pickle, sys
+        import keras                                    # Keras 3 chosen first
+        from tf_placeto.policy.inference import greedy_placement
+        problem = pickle.load(open({str(problem_file)!r}, "rb"))
+        devices, value, _ = greedy_placement(problem, {trained!r})
+        print(json.dumps({{"devices": [int(d) for d in devices], "value": value,
+                          "tf_agents": "tf_agents" in sys.modules, "keras": keras.__version__}}))
+    """))
+    placed = json.loads(result.stdout.splitlines()[-1])
+    assert not placed["tf_agents"] and placed["keras"].startswith("3")
+    assert len(placed["devices"]) == policy_problems[0].n_groups and placed["value"] > 0
+
+
+@pytest.mark.parametrize("start", ["random", "fast"])
+def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start):
+    problem = policy_problems[0]
+    zero_shot, info = inference.place(problem, policy_dir=trained, start=start)
+    assert zero_shot.shape == (problem.n_groups,) and info["budget"] == 0
+    tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2, start=start)
+    assert tuned_info["objective_us"] <= info["objective_us"] + 1e-6
+    # every placement simulated: the start (with "fast", each fast placer's decision), the
+    # greedy episode's moves, 2 iterations of tiny's 2 episodes
+    starts = len(fast_placers()) if start == "fast" else 1
+    assert info["evaluations"] == starts + problem.n_groups
+    assert tuned_info["evaluations"] == starts + problem.n_groups + 2 * 2 * problem.n_groups
+    for facts in (info, tuned_info):
+        assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
+    if start == "fast":         # never worse than the decision it started from
+        name, _, values = fast_start(problem)
+        assert info["start"] == name and info["objective_us"] <= min(values) + 1e-6
+    else:
+        assert info["start"] == "random"

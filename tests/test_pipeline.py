@@ -1,0 +1,38 @@
+"""The pipeline keeps a placement only if it was measured faster than the graph as written."""
+
+import json
+
+from tests.helpers import run_cli
+from tf_placeto.measure.measurer import MeasureResult
+from tf_placeto.pipeline import _faster_beyond_noise
+
+
+def _measured(label, low, median, high, status="ok"):
+    return MeasureResult(key=label, status=status, label=label,
+                         ratio_to_first={"low": low, "median": median, "high": high})
+
+
+def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
+    assert _faster_beyond_noise([_measured("a", 0.7, 0.95, 1.02),
+                                 _measured("b", 1.1, 1.3, 1.5)]) is None
+    assert _faster_beyond_noise([_measured("a", 0.7, 0.8, 0.9),
+                                 _measured("b", 0.5, 0.7, 0.99),
+                                 _measured("c", 0.1, 0.2, 0.3, status="failed")]) == 1
+
+
+def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small_cnn_model,
+                                                                          tmp_path):
+    """Round robin over 64 groups sends nearly every tensor of the training step between two
+    worker processes: several times slower for real, whatever the simulator thinks."""
+    out = tmp_path / "placed"
+    result = run_cli("place", small_cnn_model, "--method", "round_robin", "--max-groups", "64",
+                     "--cluster", "local:2", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert not summary["written"] and summary["winner"] is None
+    assert not out.exists() and summary["out"] is None and summary["placement"] is None
+    as_written, placed = summary["measured_candidates"]
+    assert as_written["label"] == "as written" and placed["label"] == "round_robin"
+    assert placed["status"] == "ok" and placed["ratio_low"] > 1.0       # slower beyond noise
+    assert as_written["low_s"] <= as_written["median_s"] <= as_written["high_s"]
+    assert summary["measured_after_s"] == summary["measured_before_s"]   # kept as written

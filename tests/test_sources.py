@@ -1,0 +1,47 @@
+"""Reading a SOURCE: a SavedModel's MetaGraph chosen by its tag set, as saved_model_cli does."""
+
+import numpy as np
+import pytest
+
+from tf_placeto.api import apply_placement, import_graph
+from tf_placeto.errors import SourceError
+from tf_placeto.graph.sources import load_source
+from tf_placeto.measure.runner import run_traced
+
+
+def test_the_serve_tag_set_is_the_default(two_tag_sets_model):
+    source = load_source(two_tag_sets_model)
+    assert source.fetches == ["z:0"]
+    assert list(source.meta_graph.meta_info_def.tags) == ["serve"]
+
+
+def test_a_tag_set_picks_its_metagraph_in_any_order(two_tag_sets_model):
+    for tag_set in ("train,gpu", "gpu, train"):
+        source = load_source(two_tag_sets_model, tag_set=tag_set)
+        assert source.fetches == ["y:0"]
+        assert "z" not in {node.name for node in source.graph_def.node}
+
+
+def test_a_missing_tag_set_lists_those_there_are(two_tag_sets_model):
+    with pytest.raises(SourceError, match=r"no MetaGraph with the tag set 'eval' \(tag sets: "
+                                          r"train,gpu; serve\); choose one with --tag-set"):
+        load_source(two_tag_sets_model, tag_set="eval")
+
+
+def test_a_graphdef_has_no_tag_sets(two_tag_sets_model):
+    with pytest.raises(SourceError, match="has no tag sets"):
+        load_source(load_source(two_tag_sets_model).graph_def, tag_set="serve")
+
+
+def test_the_placement_is_written_into_the_chosen_metagraph_and_runs(two_tag_sets_model,
+                                                                      tmp_path):
+    graph = import_graph(two_tag_sets_model, tag_set="train,gpu")
+    out = str(tmp_path / "placed")
+    apply_placement(graph, {"y": "/device:CPU:1"}, out, devices="/device:CPU:0,/device:CPU:1")
+    placed = load_source(out, tag_set="train,gpu")
+    assert {n.name: n.device for n in placed.graph_def.node}["y"] == "/device:CPU:1"
+    assert load_source(out).graph_def == load_source(two_tag_sets_model).graph_def  # serve
+    ran = run_traced(out, tag_set="train,gpu")
+    assert ran.node_devices["y"].endswith("CPU:1")
+    np.testing.assert_allclose(ran.outputs["y"],
+                               run_traced(two_tag_sets_model, tag_set="train,gpu").outputs["y"])

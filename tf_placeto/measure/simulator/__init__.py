@@ -1,0 +1,47 @@
+"""Event-driven step-time simulator: the cheap stand-in for a real run that placers learn from.
+
+A real run of a placed graph takes seconds; a placer needs thousands of trials. The simulator
+replays one training step from per-op costs, tensor sizes and link speeds, in about a
+millisecond, and reports the step time, each device's busy time and its peak memory.
+
+The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps closed:
+- each device runs one op at a time; ready ops wait FIFO by the time they became ready (ties by
+  op index); an op is ready when every input tensor is on its device and every control
+  predecessor has finished; `op_overhead_us` is part of each op's busy time, so its outputs
+  appear after it;
+- a tensor consumed on another device is sent once per destination device; each ordered device
+  pair is a channel carrying one transfer at a time, FIFO by the time the tensor became
+  available (ties by tensor); a transfer takes latency + bytes / bandwidth;
+- where the devices' own processors copy the bytes (CPU workers talking gRPC: the sender
+  serializes, the receiver deserializes), a share s of bytes / bandwidth is a copy task on the
+  sender's queue before the wire and another on the receiver's queue after it, and the wire
+  takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
+  but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
+- an op with an input from another device takes `remote_extra_us` more: some kernels are
+  slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
+  left on its own device and recomputes it);
+- memory: the persistent bytes (weights) of the ops on a device count for the whole step; an
+  output is allocated at its op's start and freed when its last local consumer has finished and
+  its last outgoing transfer has completed (no consumer: at its op's end); a received copy is
+  allocated at its transfer's start and freed when its last consumer on that device ends;
+- devices may be of different types, with a cost column per type;
+- the step ends when the last op or transfer ends.
+
+Events are handled in time order. All events at one instant are handled (finishing ops and
+transfers, freeing memory, waking consumers) before any device or channel starts new work at
+that instant, so frees precede allocations at equal times and the FIFO order sees every op that
+became ready then. Work that takes zero time still passes through the queues: it ends at the
+same instant, in a later round, so what it wakes queues behind what was started in the round
+before (causal order).
+
+arrays.py turns a graph into flat arrays (CSR adjacency) once (`SimulationProblem`); engine.py
+is the compiled event loop (numba); replay.py runs it for one placement (`simulate`) and
+schedule.py tabulates what it did; bounds.py gives the step time no placement can beat.
+"""
+
+from tf_placeto.measure.simulator.arrays import SimulationProblem, link_matrix, variable_bytes
+from tf_placeto.measure.simulator.bounds import lower_bound_us
+from tf_placeto.measure.simulator.replay import SimulationResult, feasible, simulate
+
+__all__ = ["SimulationProblem", "SimulationResult", "feasible", "link_matrix", "lower_bound_us",
+           "simulate", "variable_bytes"]

@@ -1,0 +1,342 @@
+"""The compiled event loop (numba): one placement's step from the problem's arrays.
+
+Min-heaps live in flat arrays: heap h occupies keys[base[h]:base[h] + size[h]]; entries are
+ordered by (time, id), which is what makes every queue FIFO with deterministic ties.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def _heap_push(times, ids, base, size, time, ident):
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        pt, pi = times[base + parent], ids[base + parent]
+        if time < pt or (time == pt and ident < pi):
+            times[base + i], ids[base + i] = pt, pi
+            i = parent
+        else:
+            break
+    times[base + i] = time
+    ids[base + i] = ident
+
+
+@numba.njit(cache=True)
+def _heap_pop(times, ids, base, size):
+    """Remove the smallest entry of a heap holding `size` entries; return its id."""
+    top = ids[base]
+    size -= 1
+    time, ident = times[base + size], ids[base + size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        ct, ci = times[base + child], ids[base + child]
+        if child + 1 < size:
+            rt, ri = times[base + child + 1], ids[base + child + 1]
+            if rt < ct or (rt == ct and ri < ci):
+                child += 1
+                ct, ci = rt, ri
+        if ct < time or (ct == time and ci < ident):
+            times[base + i], ids[base + i] = ct, ci
+            i = child
+        else:
+            break
+    times[base + i] = time
+    ids[base + i] = ident
+    return top
+
+
+@numba.njit(cache=True)
+def _mark(flags, stack, n, item):
+    """Put `item` on a stack of things to revisit, once; return the stack's new size."""
+    if not flags[item]:
+        flags[item] = True
+        stack[n] = item
+        n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_dirty,
+          dirty_devices, n_dirty_devices):
+    """Queue a task that is ready now on device d; return the new count of devices to revisit."""
+    _heap_push(ready_time, ready_task, device_base[d], ready_size[d], now, task)
+    ready_size[d] += 1
+    return _mark(device_dirty, dirty_devices, n_dirty_devices, d)
+
+
+@numba.njit(cache=True)
+def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
+                       tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
+                       tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
+                       op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
+                       persistent_bytes, link_latency_us, link_bytes_per_us, link_copy_share):
+    """The event loop. Device tasks are ops (ids < n_ops) and copies: n_ops + 2 tr sends tensor
+    of transfer tr, n_ops + 2 tr + 1 receives it; events are device tasks ending and, with ids
+    from n_tasks on, transfers leaving the wire."""
+    n_ops = placement.shape[0]
+    n_devices = device_type_of.shape[0]
+    n_channels = n_devices * n_devices
+    n_tensors = tensor_producer.shape[0]
+    n_edges = edge_consumer.shape[0]
+
+    # Transfers of this placement: one per (tensor, device with a consumer but not the producer).
+    edge_transfer = np.full(n_edges, -1, np.int64)    # -1: the edge reads the local tensor
+    transfer_tensor = np.empty(n_edges, np.int64)
+    transfer_dst = np.empty(n_edges, np.int64)
+    transfer_readers = np.zeros(n_edges, np.int64)    # edges that have yet to read the copy
+    tensor_holds = np.zeros(n_tensors, np.int64)      # local readers + transfers yet to finish
+    transfer_to = np.full(n_devices, -1, np.int64)
+    reads_remote = np.zeros(n_ops, np.bool_)         # an input of the op travels to it
+    n_transfers = 0
+    for t in range(n_tensors):
+        src = placement[tensor_producer[t]]
+        for k in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
+            e = tensor_edges[k]
+            dst = placement[edge_consumer[e]]
+            if dst == src:
+                tensor_holds[t] += 1
+                continue
+            reads_remote[edge_consumer[e]] = True
+            if transfer_to[dst] < 0:
+                transfer_to[dst] = n_transfers
+                transfer_tensor[n_transfers] = t
+                transfer_dst[n_transfers] = dst
+                tensor_holds[t] += 1
+                n_transfers += 1
+            edge_transfer[e] = transfer_to[dst]
+            transfer_readers[transfer_to[dst]] += 1
+        for k in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
+            transfer_to[placement[edge_consumer[tensor_edges[k]]]] = -1
+    n_tasks = n_ops + 2 * n_transfers
+    copy_us = np.zeros(n_transfers, np.float64)       # each of its two copy tasks
+    wire_us = np.zeros(n_transfers, np.float64)
+    per_device = np.bincount(placement, minlength=n_devices)
+    per_channel = np.zeros(n_channels, np.int64)
+    for tr in range(n_transfers):
+        t = transfer_tensor[tr]
+        src = placement[tensor_producer[t]]
+        dst = transfer_dst[tr]
+        share = link_copy_share[src, dst]
+        copy_us[tr] = share * tensor_bytes[t] / link_bytes_per_us[src, dst]
+        wire_us[tr] = (link_latency_us[src, dst]
+                       + (1.0 - 2.0 * share) * tensor_bytes[t] / link_bytes_per_us[src, dst])
+        per_channel[src * n_devices + dst] += 1
+        if share > 0:
+            per_device[src] += 1
+            per_device[dst] += 1
+
+    # Queues: a ready heap per device, a heap per channel, one heap of running work's ends.
+    device_base = np.zeros(n_devices, np.int64)
+    device_base[1:] = np.cumsum(per_device)[:-1]
+    channel_base = np.zeros(n_channels, np.int64)
+    channel_base[1:] = np.cumsum(per_channel)[:-1]
+    ready_time = np.empty(per_device.sum(), np.float64)
+    ready_task = np.empty(per_device.sum(), np.int64)
+    ready_size = np.zeros(n_devices, np.int64)
+    queued_time = np.empty(n_transfers, np.float64)
+    queued_transfer = np.empty(n_transfers, np.int64)
+    queued_size = np.zeros(n_channels, np.int64)
+    transfer_queued = np.zeros(n_transfers, np.bool_)
+    event_time = np.empty(n_devices + n_channels, np.float64)
+    event_id = np.empty(n_devices + n_channels, np.int64)
+    n_events = 0
+    device_busy = np.zeros(n_devices, np.bool_)
+    channel_busy = np.zeros(n_channels, np.bool_)
+    # Devices and channels that may have to start work at the current instant.
+    dirty_devices = np.empty(n_devices, np.int64)
+    device_dirty = np.zeros(n_devices, np.bool_)
+    n_dirty_devices = 0
+    dirty_channels = np.empty(n_channels, np.int64)
+    channel_dirty = np.zeros(n_channels, np.bool_)
+    n_dirty_channels = 0
+
+    memory = np.zeros(n_devices, np.float64)
+    for op in range(n_ops):
+        memory[placement[op]] += persistent_bytes[op]
+    peak = memory.copy()
+    busy = np.zeros(n_devices, np.float64)
+    op_start = np.zeros(n_ops, np.float64)
+    op_end = np.zeros(n_ops, np.float64)
+    transfer_start = np.zeros(n_transfers, np.float64)
+    transfer_end = np.zeros(n_transfers, np.float64)
+    copy_start = np.zeros(2 * n_transfers, np.float64)
+    copy_end = np.zeros(2 * n_transfers, np.float64)
+    waiting_for = n_preds.copy()
+
+    now = 0.0
+    for op in range(n_ops):
+        if waiting_for[op] == 0:
+            n_dirty_devices = _wake(op, placement[op], now, ready_time, ready_task, device_base,
+                                    ready_size, device_dirty, dirty_devices, n_dirty_devices)
+
+    while True:
+        # Idle devices and channels with something queued start it now.
+        for k in range(n_dirty_devices):
+            d = dirty_devices[k]
+            device_dirty[d] = False
+            if device_busy[d] or ready_size[d] == 0:
+                continue
+            task = _heap_pop(ready_time, ready_task, device_base[d], ready_size[d])
+            ready_size[d] -= 1
+            if task < n_ops:
+                duration = compute_us[task, device_type_of[d]] + op_overhead_us
+                if reads_remote[task]:
+                    duration += remote_extra_us[task, device_type_of[d]]
+                op_start[task] = now
+                op_end[task] = now + duration
+                for j in range(op_out_ptr[task], op_out_ptr[task + 1]):
+                    memory[d] += tensor_bytes[op_out_tensors[j]]
+                peak[d] = max(peak[d], memory[d])
+            else:
+                duration = copy_us[(task - n_ops) // 2]
+                copy_start[task - n_ops] = now
+                copy_end[task - n_ops] = now + duration
+            busy[d] += duration
+            device_busy[d] = True
+            _heap_push(event_time, event_id, 0, n_events, now + duration, task)
+            n_events += 1
+        n_dirty_devices = 0
+        for k in range(n_dirty_channels):
+            c = dirty_channels[k]
+            channel_dirty[c] = False
+            if channel_busy[c] or queued_size[c] == 0:
+                continue
+            tr = _heap_pop(queued_time, queued_transfer, channel_base[c], queued_size[c])
+            queued_size[c] -= 1
+            dst = transfer_dst[tr]
+            transfer_start[tr] = now
+            transfer_end[tr] = now + wire_us[tr]
+            channel_busy[c] = True
+            memory[dst] += tensor_bytes[transfer_tensor[tr]]
+            peak[dst] = max(peak[dst], memory[dst])
+            _heap_push(event_time, event_id, 0, n_events, now + wire_us[tr], n_tasks + tr)
+            n_events += 1
+        n_dirty_channels = 0
+
+        if n_events == 0:
+            break
+        # Everything that ends at the next instant ends before anything starts then.
+        now = event_time[0]
+        while n_events > 0 and event_time[0] == now:
+            ident = _heap_pop(event_time, event_id, 0, n_events)
+            n_events -= 1
+            if ident < n_tasks:               # a device is free again
+                d = placement[ident] if ident < n_ops else (
+                    placement[tensor_producer[transfer_tensor[(ident - n_ops) // 2]]]
+                    if (ident - n_ops) % 2 == 0 else transfer_dst[(ident - n_ops) // 2])
+                device_busy[d] = False
+                n_dirty_devices = _mark(device_dirty, dirty_devices, n_dirty_devices, d)
+            if ident < n_ops:
+                op = ident
+                for k in range(op_in_ptr[op], op_in_ptr[op + 1]):
+                    e = op_in_edges[k]
+                    t = edge_tensor[e]
+                    tr = edge_transfer[e]
+                    if tr < 0:
+                        tensor_holds[t] -= 1
+                        if tensor_holds[t] == 0:
+                            memory[d] -= tensor_bytes[t]
+                    else:
+                        transfer_readers[tr] -= 1
+                        if transfer_readers[tr] == 0:
+                            memory[d] -= tensor_bytes[t]
+                for k in range(op_out_ptr[op], op_out_ptr[op + 1]):
+                    t = op_out_tensors[k]
+                    if tensor_holds[t] == 0:
+                        memory[d] -= tensor_bytes[t]
+                    for j in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
+                        e = tensor_edges[j]
+                        tr = edge_transfer[e]
+                        if tr < 0:
+                            waiting_for[edge_consumer[e]] -= 1
+                            if waiting_for[edge_consumer[e]] == 0:
+                                n_dirty_devices = _wake(
+                                    edge_consumer[e], placement[edge_consumer[e]], now,
+                                    ready_time, ready_task, device_base, ready_size,
+                                    device_dirty, dirty_devices, n_dirty_devices)
+                        elif not transfer_queued[tr]:
+                            transfer_queued[tr] = True
+                            if copy_us[tr] > 0:
+                                n_dirty_devices = _wake(
+                                    n_ops + 2 * tr, d, now, ready_time, ready_task, device_base,
+                                    ready_size, device_dirty, dirty_devices, n_dirty_devices)
+                            else:
+                                n_dirty_channels = _queue_transfer(
+                                    tr, d * n_devices + transfer_dst[tr], now, queued_time,
+                                    queued_transfer, channel_base, queued_size, channel_dirty,
+                                    dirty_channels, n_dirty_channels)
+                for k in range(control_ptr[op], control_ptr[op + 1]):
+                    successor = control_succ[k]
+                    waiting_for[successor] -= 1
+                    if waiting_for[successor] == 0:
+                        n_dirty_devices = _wake(successor, placement[successor], now,
+                                                ready_time, ready_task, device_base, ready_size,
+                                                device_dirty, dirty_devices, n_dirty_devices)
+            elif ident < n_tasks and (ident - n_ops) % 2 == 0:    # serialized: onto the wire
+                tr = (ident - n_ops) // 2
+                n_dirty_channels = _queue_transfer(
+                    tr, d * n_devices + transfer_dst[tr], now, queued_time, queued_transfer,
+                    channel_base, queued_size, channel_dirty, dirty_channels, n_dirty_channels)
+            elif ident >= n_tasks:            # off the wire: the sender's copy may go
+                tr = ident - n_tasks
+                t = transfer_tensor[tr]
+                src = placement[tensor_producer[t]]
+                c = src * n_devices + transfer_dst[tr]
+                channel_busy[c] = False
+                n_dirty_channels = _mark(channel_dirty, dirty_channels, n_dirty_channels, c)
+                tensor_holds[t] -= 1
+                if tensor_holds[t] == 0:
+                    memory[src] -= tensor_bytes[t]
+                if copy_us[tr] > 0:
+                    n_dirty_devices = _wake(n_ops + 2 * tr + 1, transfer_dst[tr], now,
+                                            ready_time, ready_task, device_base, ready_size,
+                                            device_dirty, dirty_devices, n_dirty_devices)
+                else:
+                    n_dirty_devices = _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges,
+                                               edge_transfer, edge_consumer, transfer_tensor,
+                                               waiting_for, ready_time, ready_task, device_base,
+                                               ready_size, device_dirty, dirty_devices,
+                                               n_dirty_devices)
+            else:                             # deserialized: the consumers may run
+                n_dirty_devices = _deliver((ident - n_ops) // 2, now, placement,
+                                           tensor_edge_ptr, tensor_edges, edge_transfer,
+                                           edge_consumer, transfer_tensor, waiting_for,
+                                           ready_time, ready_task, device_base, ready_size,
+                                           device_dirty, dirty_devices, n_dirty_devices)
+    return (op_start, op_end, transfer_tensor[:n_transfers].copy(),
+            transfer_dst[:n_transfers].copy(), transfer_start, transfer_end, copy_start,
+            copy_end, busy, peak)
+
+
+@numba.njit(cache=True)
+def _queue_transfer(tr, channel, now, queued_time, queued_transfer, channel_base, queued_size,
+                    channel_dirty, dirty_channels, n_dirty_channels):
+    """Queue a transfer on its channel; return the new count of channels to revisit."""
+    _heap_push(queued_time, queued_transfer, channel_base[channel], queued_size[channel], now, tr)
+    queued_size[channel] += 1
+    return _mark(channel_dirty, dirty_channels, n_dirty_channels, channel)
+
+
+@numba.njit(cache=True)
+def _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges, edge_transfer, edge_consumer,
+             transfer_tensor, waiting_for, ready_time, ready_task, device_base, ready_size,
+             device_dirty, dirty_devices, n_dirty_devices):
+    """A received tensor is usable: wake the consumers it completes."""
+    t = transfer_tensor[tr]
+    for j in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
+        e = tensor_edges[j]
+        if edge_transfer[e] == tr:
+            consumer = edge_consumer[e]
+            waiting_for[consumer] -= 1
+            if waiting_for[consumer] == 0:
+                n_dirty_devices = _wake(consumer, placement[consumer], now, ready_time,
+                                        ready_task, device_base, ready_size, device_dirty,
+                                        dirty_devices, n_dirty_devices)
+    return n_dirty_devices

@@ -1,0 +1,34 @@
+"""A simulated step as a table, for Gantt charts and for checking the simulator by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_dst,
+                    transfer_start, transfer_end, copy_start, copy_end):
+    """Ops and copy tasks on their devices, transfers on their links ("src->dst")."""
+    op_bytes = np.bincount(problem.tensor_producer, weights=problem.tensor_bytes,
+                           minlength=problem.n_ops).astype(np.int64)
+    names = np.asarray(problem.device_names, dtype=object)
+    src = placement[problem.tensor_producer[transfer_tensor]]
+    tensor_names = np.asarray(problem.tensor_names, dtype=object)[transfer_tensor]
+    nbytes = problem.tensor_bytes[transfer_tensor]
+    ops = pd.DataFrame({"kind": "op", "name": problem.op_names, "device": names[placement],
+                        "start_us": op_start, "end_us": op_end, "bytes": op_bytes})
+    transfers = pd.DataFrame({
+        "kind": "transfer", "name": tensor_names,
+        "device": [f"{s}->{d}" for s, d in zip(names[src], names[transfer_dst])],
+        "start_us": transfer_start, "end_us": transfer_end, "bytes": nbytes})
+    copied = np.flatnonzero(copy_end[0::2] > copy_start[0::2])
+    copies = pd.DataFrame({
+        "kind": "copy",
+        "name": np.concatenate([["send " + n for n in tensor_names[copied]],
+                                ["receive " + n for n in tensor_names[copied]]]),
+        "device": np.concatenate([names[src[copied]], names[transfer_dst[copied]]]),
+        "start_us": np.concatenate([copy_start[0::2][copied], copy_start[1::2][copied]]),
+        "end_us": np.concatenate([copy_end[0::2][copied], copy_end[1::2][copied]]),
+        "bytes": np.concatenate([nbytes[copied], nbytes[copied]])})
+    frame = pd.concat([ops, transfers, copies], ignore_index=True)
+    return frame.sort_values(["start_us", "end_us"], kind="stable", ignore_index=True)

@@ -1,0 +1,189 @@
+"""The one pipeline behind every surface that places a graph.
+
+    source -> workload (import, group, profile) -> decisions -> the best few and the graph as
+    written measured for real, in turns -> the placement kept only if faster beyond the noise
+
+`tf_placeto.place()` and the `tf-placeto place` command write the kept placement into a copy
+of the source; `tf_placeto.optimize()` runs it around the caller's tf.function. Both run these
+steps here, in this order, so that what one surface decides the other decides too. The
+simulator ranks the decisions but does not have the last word: on models it was not tuned on
+it has predicted gains for placements that ran several times slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Mapping, Optional
+
+from tf_placeto.devices import DeviceSet, canonical_device, parse_device
+from tf_placeto.errors import DeviceError
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.measure.interleaved import measure_interleaved
+from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.runner import OK
+from tf_placeto.measure.runtime import Runtime
+from tf_placeto.placement import Placement
+from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.workload import MemoryLimit, Workload, load_workload
+
+log = logging.getLogger(__name__)
+
+LABELS = ("as written", "placed")
+# The placements `run` measures for real beside the graph as written: the best few by
+# simulation, each from a different placer, so that one mispredicted placer cannot lose it all.
+MEASURED_CANDIDATES = 3
+MEASURE_BUDGET_S = 60.0
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What the pipeline found for one source on one runtime.
+
+    `placement` is what a surface should write: the candidate measured faster than the graph
+    as written beyond the noise, or, without a real measurement, the best simulated one. It is
+    None when the candidates were measured and none was faster: the graph stays as written.
+    """
+
+    workload: Workload
+    problem: PlacementProblem
+    method: str
+    decided: object                     # tf_placeto.placers.run.PlacerResult
+    placement: Optional[Placement]      # every op of the graph -> its device, or None
+    devices: DeviceSet                  # the devices of the problem
+    predicted: list                     # [as written, placed] simulated MeasureResults
+    measured: Optional[list] = None     # real MeasureResults: as written, then each candidate
+    candidates: list = dataclasses.field(default_factory=list)   # PlacerResults measured
+    winner: Optional[int] = None        # index into candidates of the placement chosen
+
+    @property
+    def measured_before_after(self) -> Optional[list]:
+        """[as written, what is written] real results (the same twice when nothing won)."""
+        if not self.measured:
+            return None
+        after = self.measured[0] if self.winner is None else self.measured[1 + self.winner]
+        return [self.measured[0], after]
+
+    def step_times(self) -> dict:
+        """{"predicted_before_s", "predicted_after_s"[, "measured_before_s", ...]}."""
+        times = {}
+        for kind, results in (("predicted", self.predicted),
+                              ("measured", self.measured_before_after)):
+            for when, result in zip(("before", "after"), results or ()):
+                times[f"{kind}_{when}_s"] = result.step_time_s
+        return times
+
+
+def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[int] = None,
+        memory: Optional[MemoryLimit] = None, pins: Optional[Mapping[str, str]] = None,
+        max_groups: int = DEFAULT_MAX_GROUPS, signature: Optional[str] = None,
+        tag_set: Optional[str] = None, cache: Optional[str] = None, seed: int = 0,
+        options: Optional[dict] = None, measure: bool = True,
+        measure_budget_s: float = MEASURE_BUDGET_S) -> Outcome:
+    """Place `source` with `method` on the devices of `runtime` (or on `n_devices` devices
+    like them, simulated) and predict the step as written and as placed. With `measure`, the
+    best few decisions by simulation (method auto: from different placers) and the graph as
+    written are timed for real, in turns (tf_placeto.measure.interleaved), and a decision is
+    kept only if it is faster than the graph as written beyond the noise: the whole interval
+    of its round-by-round ratio lies under 1.
+
+    pins: {op name: device} for ops that must stay where they are (a tf.function's variables
+    live on their caller's devices). options: the placers' options (methods' option names).
+    """
+    workload = load_workload(source, runtime, max_groups=max_groups, signature=signature,
+                             tag_set=tag_set, cache=cache)
+    problem = workload.problem(n_devices, memory)
+    if pins:
+        problem = _pinned(problem, workload, pins)
+    log.info("placing %d groups on %d devices with %s", len(workload.groups),
+             problem.n_devices, method)
+    decided = workload.decide(method, problem, seed=seed, options=options)
+    devices = DeviceSet([parse_device(name) for name in problem.device_names])
+    candidates = _distinct_by_simulation(problem, decided.candidates or [decided])
+    placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
+    outcome = Outcome(workload, problem, method, decided, placements[0], devices,
+                      predicted=[], candidates=candidates[:MEASURED_CANDIDATES])
+    if measure:
+        log.info("measuring the graph as written and %d candidate placements for real, in "
+                 "turns", len(outcome.candidates))
+        outcome.measured = measure_interleaved(
+            workload.graph, runtime, [None, *placements[:len(outcome.candidates)]],
+            ["as written", *(c.method for c in outcome.candidates)],
+            budget_s=measure_budget_s)
+        outcome.winner = _faster_beyond_noise(outcome.measured[1:])
+        outcome.placement = None if outcome.winner is None else placements[outcome.winner]
+        log.info(_verdict(outcome))
+    simulated = outcome.placement or placements[0]
+    outcome.predicted = SimulatedMeasurer(
+        workload.graph, workload.cost_model, devices,
+        memory_capacity=dict(zip(problem.device_names, problem.capacity_bytes))
+    ).evaluate([None, simulated], list(LABELS))
+    return outcome
+
+
+def _distinct_by_simulation(problem: PlacementProblem, decisions: list) -> list:
+    """The decisions in order of simulated step (feasible first), each placement once."""
+    seen, ranked = set(), []
+    for decision in sorted(decisions, key=lambda d: _simulated_rank(problem, d)):
+        key = tuple(int(device) for device in decision.group_devices)
+        if key not in seen:
+            seen.add(key)
+            ranked.append(decision)
+    return ranked
+
+
+def _simulated_rank(problem: PlacementProblem, decision) -> tuple:
+    simulated = problem.simulate(decision.group_devices)
+    return not simulated.feasible, simulated.step_time_us
+
+
+def _faster_beyond_noise(results: list) -> Optional[int]:
+    """The index of the result with the smallest median ratio to the graph as written among
+    those whose ratio's whole interval lies under 1; None if there is none."""
+    faster = [(r.ratio_to_first["median"], index) for index, r in enumerate(results)
+              if r.status == OK and r.ratio_to_first and r.ratio_to_first["high"] < 1.0]
+    return min(faster)[1] if faster else None
+
+
+def _verdict(outcome: Outcome) -> str:
+    """One line: what won, or why nothing did."""
+    as_written, *measured = outcome.measured
+    if outcome.winner is not None:
+        won = measured[outcome.winner]
+        return (f"{won.label} is faster than the graph as written: "
+                f"{won.ratio_to_first['median']:.3f}x its step "
+                f"({won.ratio_to_first['low']:.3f} .. {won.ratio_to_first['high']:.3f})")
+    if as_written.status != OK:
+        return f"the graph as written did not run ({as_written.reason}): nothing to compare"
+    ratios = [r for r in measured if r.status == OK and r.ratio_to_first]
+    if not ratios:
+        return "no candidate placement ran: the graph stays as written"
+    best = min(ratios, key=lambda r: r.ratio_to_first["median"])
+    return (f"no placement was faster than the graph as written beyond the noise (best: "
+            f"{best.label}, {best.ratio_to_first['median']:.3f}x, "
+            f"{best.ratio_to_first['low']:.3f} .. {best.ratio_to_first['high']:.3f}): "
+            "the graph stays as written")
+
+
+def _pinned(problem: PlacementProblem, workload: Workload, pins: Mapping[str, str]):
+    """Hold each pinned op's group on its device."""
+    device_of_group = {}
+    for op_name, device in pins.items():
+        device = canonical_device(device)
+        if device not in problem.device_names:
+            raise DeviceError(f"{op_name} must stay on {device}, which is not among the "
+                              f"devices {', '.join(problem.device_names)}")
+        group = int(workload.groups.group_of[workload.graph.index(op_name)])
+        device_of_group[group] = problem.device_names.index(device)
+    return problem.with_pins(device_of_group)
+
+
+def summary_of(results: Optional[list], kind: str) -> dict:
+    """JSON-ready before/after figures of [as written, placed] results, keyed by `kind`."""
+    if not results:
+        return {}
+    before, after = results
+    return {f"{kind}_before_s": before.step_time_s, f"{kind}_after_s": after.step_time_s,
+            f"{kind}_spread_s": [before.spread_s, after.spread_s],
+            f"{kind}_status": after.status}
+

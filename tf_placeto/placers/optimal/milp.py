@@ -1,0 +1,184 @@
+"""The mixed integer program, for latency, and for throughput where the dynamic program does
+not apply: HiGHS through scipy.optimize.milp, which under a time limit returns the best decision
+found and the lower bound it proved."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from tf_placeto.placers.common import EdgeTiming, edge_timing
+from tf_placeto.placers.objectives import OBJECTIVES, chain_heads, run_order
+from tf_placeto.placers.optimal.model import all_edges, fits_memory, links_alike
+from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
+from tf_placeto.placers.problem import PlacementProblem
+
+
+def solve(problem: PlacementProblem, objective: str, starts: list,
+                   time_limit: Optional[float]) -> tuple:
+    """(the program's decision, None if it found none; the proven lower bound on the optimum,
+    None when no decision fits the memory model).
+
+    Times are scaled by a ceiling on the optimum, the best start's score where one fits, so
+    that the ceiling is 1 and doubles as the big-M of the device order rows."""
+    score = OBJECTIVES[objective]
+    ceiling = min((score(problem, d) for _, d in starts if fits_memory(problem, d)),
+                  default=np.inf)
+    if not np.isfinite(ceiling):
+        ceiling = _worst_us(problem)
+    program = Program()
+    x = _assignment(program, problem)
+    build = _latency_rows if objective == "latency" else _throughput_rows
+    goal = build(program, problem, x, ceiling)
+    result = program.minimise(goal, time_limit)
+    if result.status == 2:
+        return None, None
+    bound = _lower_bound_us(problem, objective)
+    if result.mip_dual_bound is not None:     # scipy gives it only with a decision
+        bound = max(bound, ceiling * result.mip_dual_bound)
+    return (None if result.x is None else np.argmax(result.x[x], axis=1)), bound
+
+
+def _lower_bound_us(problem: PlacementProblem, objective: str) -> float:
+    """A bound that needs no solver: the work spread evenly over the devices, and for latency
+    the longest chain (what the program's relaxation starts from)."""
+    bound = _fastest_us(problem).sum() / problem.n_devices
+    if objective == "latency":
+        head, rest = _chains_us(problem, edge_timing(problem))
+        bound = max(bound, (head + rest).max(initial=0.0))
+    return float(bound)
+
+
+def _worst_us(problem: PlacementProblem) -> float:
+    """More than either objective of any decision: every group at its slowest, every edge
+    over its slowest link."""
+    _, _, nbytes, extra = all_edges(problem)
+    slowest_link = (problem.latency_us.max() + nbytes / problem.bytes_per_us.min()
+                    + extra) if problem.n_devices > 1 else 0.0
+    return float(np.where(problem.allowed, problem.compute_us, 0.0).max(axis=1).sum()
+                 + np.sum(slowest_link) + 1.0)
+
+
+def _assignment(program: Program, problem: PlacementProblem) -> np.ndarray:
+    """x[g, d] = 1 when group g is on device d: one device each, with its kernel, memory within
+    capacity. On interchangeable devices, group g is on one of the first g + 1 (any decision
+    is so once its devices are renumbered by first use), which spares the solver symmetric
+    copies of each decision."""
+    n, n_devices = problem.n_groups, problem.n_devices
+    upper = problem.allowed.astype(np.float64)
+    if _interchangeable(problem):
+        upper[np.arange(n_devices)[None, :] > np.arange(n)[:, None]] = 0.0
+    x = program.variables((n, n_devices), upper=upper, integral=True)
+    program.constrain(np.ones(n), (1.0, x), upper=np.ones(n))
+    limited = np.flatnonzero(np.isfinite(problem.capacity_bytes))
+    unit = np.maximum(problem.capacity_bytes[limited], 1.0)
+    program.constrain(np.full(len(limited), -np.inf),
+                      (problem.memory_bytes[None, :] / unit[:, None], x[:, limited].T),
+                      upper=problem.capacity_bytes[limited] / unit)
+    return x
+
+
+def _crossings(program: Program, problem: PlacementProblem, x: np.ndarray, src, dst,
+               nbytes, extra_us) -> tuple:
+    """(y, transfer_us, pairs): y[e, p] in [0, 1] is at least 1 when edge e runs from the first
+    device of the ordered pair p to the second, and costs transfer_us[e, p] there; whatever
+    the program charges for y pushes the others to 0."""
+    first, second = np.nonzero(~np.eye(problem.n_devices, dtype=bool))
+    y = program.variables((len(src), len(first)), upper=1.0)
+    program.constrain(np.full(y.shape, -1.0), (1.0, y), (-1.0, x[src][:, first]),
+                      (-1.0, x[dst][:, second]))
+    transfer = problem.crossing_us(np.asarray(nbytes, np.float64)[:, None],
+                                   np.asarray(extra_us, np.float64).reshape(-1, 1),
+                                   first[None, :], second[None, :])
+    return y, transfer, (first, second)
+
+
+def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
+                  ceiling: float) -> np.ndarray:
+    """The makespan of objectives.latency_objective_us, in units of `ceiling`, at most 1.
+
+    For fixed x, the least makespan these rows allow is the objective's schedule: a group
+    starts after each input's producer start + lag (capped at the producer's run time on its
+    device: linear in x) + crossing, and after the groups before it in the run order on its
+    device, which free[k, d] (when device d is done with the first k + 1 groups of the order)
+    carries along. Valid rows that the relaxation lacks: each device's load, and the chains of
+    fastest computes and lags before a group's start and after it."""
+    n, n_devices = problem.n_groups, problem.n_devices
+    compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
+    src, dst = problem.edge_src, problem.edge_dst
+    timing = edge_timing(problem)
+    lag = np.minimum(timing.lag_us[:, None], problem.compute_us[src]) / ceiling
+    head, rest = (chain / ceiling for chain in _chains_us(problem, timing))
+    order = run_order(problem, timing)
+    y, transfer, _ = _crossings(program, problem, x, src, dst, problem.edge_bytes,
+                                problem.edge_extra_us)
+    big = 1.0 + MIP_REL_GAP
+    start = program.variables(n, lower=head)
+    makespan = program.variables(1, upper=big)
+    free = program.variables((n - 1, n_devices))
+    program.constrain(np.zeros(len(src)), (1.0, start[dst]), (-1.0, start[src]),
+                      (-lag, x[src]), (-transfer / ceiling, y))
+    program.constrain(np.zeros(n), (1.0, makespan), (-1.0, start), (-compute, x))
+    program.constrain(rest, (1.0, makespan), (-1.0, start))
+    program.constrain(np.zeros(n_devices), (1.0, makespan), (-compute.T, x.T))
+    later, earlier = order[1:], order[:-1]
+    program.constrain(np.full(free.shape, -big), (1.0, start[later, None]), (-1.0, free),
+                      (-big, x[later]))
+    program.constrain(np.full(free.shape, -big), (1.0, free), (-1.0, start[earlier, None]),
+                      (-(big + compute[earlier]), x[earlier]))
+    program.constrain(np.zeros(free[1:].shape), (1.0, free[1:]), (-1.0, free[:-1]))
+    return makespan
+
+
+def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
+                     ceiling: float) -> np.ndarray:
+    """The busiest load of objectives.throughput_objective_us, in units of `ceiling`.
+
+    A pipeline: each device sits at a position in [0, n_devices - 1], each group at its
+    device's, and a forward edge that crosses devices goes at least one position further, so
+    the devices' quotient graph has no cycle (and any acyclic one has such positions)."""
+    n, n_devices = problem.n_groups, problem.n_devices
+    compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
+    src, dst, nbytes, extra = all_edges(problem)
+    y, transfer, (first, second) = _crossings(program, problem, x, src, dst, nbytes, 0.0)
+    ends = np.array([np.flatnonzero((first == d) | (second == d)) for d in range(n_devices)],
+                    np.int64).reshape(n_devices, -1)
+    # a device at either end carries the transfer; the receiving one also the remote extra
+    receives = second[ends] == np.arange(n_devices)[:, None]
+    load = transfer[:, ends] + extra[:, None, None] * receives[None]
+    busiest = program.variables(1, upper=1.0 + MIP_REL_GAP)
+    program.constrain(np.zeros(n_devices), (1.0, busiest), (-compute.T, x.T),
+                      (-load.transpose(1, 0, 2) / ceiling, y[:, ends].transpose(1, 0, 2)))
+    position = program.variables(n_devices, upper=n_devices - 1)
+    stage = program.variables(n, upper=n_devices - 1)
+    for sign in (1.0, -1.0):
+        program.constrain(np.full((n, n_devices), -n_devices), (sign, stage[:, None]),
+                          (-sign, position[None, :]), (-n_devices, x))
+    forward = len(problem.edge_src)
+    program.constrain(np.zeros(forward), (1.0, stage[problem.edge_dst]),
+                      (-1.0, stage[problem.edge_src]), (-1.0, y[:forward]))
+    return busiest
+
+
+def _chains_us(problem: PlacementProblem, timing: EdgeTiming) -> tuple:
+    """(head, rest): per group, the least time before it can start, and from its start to the
+    end of the step, along chains of fastest computes and least lags (transfers left out)."""
+    fastest = _fastest_us(problem)
+    lag = np.minimum(timing.lag_us, fastest[problem.edge_src])
+    rest = fastest.copy()
+    for e in np.argsort(problem.edge_src, kind="stable")[::-1]:   # a consumer's rest is final
+        a, b = problem.edge_src[e], problem.edge_dst[e]
+        rest[a] = max(rest[a], lag[e] + rest[b])
+    return chain_heads(problem, lag), rest
+
+
+def _fastest_us(problem: PlacementProblem) -> np.ndarray:
+    return np.where(problem.allowed, problem.compute_us, np.inf).min(axis=1)
+
+
+def _interchangeable(problem: PlacementProblem) -> bool:
+    """Every device alike: its costs, its capacity and its links."""
+    return bool(np.array_equal(problem.compute_us, problem.compute_us[:, :1].repeat(
+        problem.n_devices, axis=1)) and np.unique(problem.capacity_bytes).size == 1
+        and links_alike(problem))

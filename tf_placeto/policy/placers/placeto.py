@@ -1,0 +1,37 @@
+"""Placeto: the learned graph-embedding policy places the groups (tf_placeto.policy).
+
+Options: `policy`, a directory written by `tf-placeto train` (default: the policy shipped with
+the package); `budget`, episodes of fine-tuning on this graph (0: one greedy episode,
+zero-shot; AUTO_BUDGET within method auto); `start`, where episodes start: "fast" (the best
+decision of the fast placers, which the policy improves) or "random" (Placeto's own start).
+The problem is coarsened to the policy's maximum number of groups first.
+"""
+
+from __future__ import annotations
+
+from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import Option, PlacerSpec
+from tf_placeto.policy import inference
+
+AUTO_BUDGET = 10             # brief fine-tuning, when method auto tries the policy
+
+
+def place(problem: PlacementProblem, *, seed: int = 0, policy: str = None, budget: int = 0,
+          start: str = "fast"):
+    return inference.place(problem, policy_dir=policy, budget=budget, seed=seed, start=start)
+
+
+PLACER = PlacerSpec(
+    "placeto", place, "the learned Placeto policy, zero-shot or fine-tuned on the graph",
+    order=120, auto=True,
+    memory="simulates",        # its objective charges memory beyond capacity in the simulator
+    options=(
+        Option("--policy", "policy", metavar="DIR",
+               help="a policy trained with `tf-placeto train` (default: the one shipped with "
+                    "the package)"),
+        Option("--budget", "budget", int, 0, metavar="N", least=0, auto=AUTO_BUDGET, quick=0,
+               help="iterations of fine-tuning on the graph; 0: one greedy episode, "
+                    "zero-shot"),
+        Option("--start", "start", str, "fast", choices=inference.START_KINDS,
+               help="where its episodes start: fast, the best decision of the fast placers, "
+                    "which the policy improves; random, the Placeto paper's random placement")))

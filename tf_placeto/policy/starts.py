@@ -1,0 +1,42 @@
+"""Where the policy's episodes start: Placeto's fixed random placement, or the fast placers'
+best decision, a start the policy can improve.
+
+An episode starts from a fixed placement (`restart="fixed"`: a random one, unless an initial
+placement is given, such as `fast_start`), or from the last placement of the previous episode
+of that problem (`restart="previous"`; the first from the fixed one), so that episodes go on
+improving one placement instead of repairing the same one again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tf_placeto.placers.common import fast_decisions
+from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.policy.objective import Objective
+
+
+def start_placement(problem: PlacementProblem, seed: int = 0) -> np.ndarray:
+    """Placeto's fixed random start: each group on a device drawn among those it may use.
+
+    From one device, a single move mostly adds a transfer before parallel work can pay for it,
+    and a policy learns to stay put; from a random placement every move can repair something.
+    """
+    rng = np.random.default_rng(seed)
+    allowed = problem.allowed
+    draws = rng.random(allowed.shape) * allowed
+    return draws.argmax(axis=1).astype(np.int64)
+
+
+RESTARTS = ("fixed", "previous")
+
+
+def fast_start(problem: PlacementProblem) -> tuple:
+    """(name, device per group, objective of each): the decision of the fast placers
+    (placers.common.fast_placers) with the best objective, a start the policy can improve,
+    its devices named in the order the groups first use them where they are alike."""
+    objective = Objective(problem)
+    decisions = fast_decisions(problem)
+    values = [objective(devices)[0] for _, devices in decisions]
+    name, devices = decisions[int(np.argmin(values))]
+    return name, problem.canonical(devices), values
