@@ -20,7 +20,7 @@ from tf_placeto.graph.sources import load_source
 from tf_placeto.log import progress
 from tf_placeto.measure.costmodel import Link
 from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
 from tf_placeto.measure.profiler import profile as profile_graph
 from tf_placeto.measure.runtime import open_runtime
@@ -142,7 +142,7 @@ class Simulation:
     device of every op of `graph`."""
 
     graph: OpGraph
-    result: object            # tf_placeto.measure.measurer.MeasureResult
+    result: MeasureResult
     devices: list             # the devices, in order
     op_devices: list          # device of each op of graph, in graph order
 
@@ -227,7 +227,7 @@ class PlaceResult:
                 if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
         summary = {"source": self.source, "method": outcome.method,
                    "devices": outcome.problem.device_names,
-                   "groups": len(outcome.workload.groups),
+                   "ops": len(outcome.workload.graph), "groups": len(outcome.workload.groups),
                    "decide_s": outcome.decided.decide_s, "out": self.out,
                    "placement": self.placement_file, "written": outcome.placement is not None,
                    **info, **summary_of(outcome.predicted, "predicted"),
@@ -266,8 +266,8 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     measure: "real" times the step as written and the best few candidates for real, in turns,
     and writes a placement only if it is faster than the graph as written beyond the noise
     (otherwise nothing is written, and `placement` is None); "simulate" only predicts, and
-    writes the best simulated placement. out: write the placed copy of SOURCE there; its placement goes beside it as
-    OUT.placement.json unless `placement_out` names another file. policy, budget: for method
+    writes the best simulated placement. out: write the placed copy of SOURCE there; its
+    placement goes beside it as OUT.placement.json unless `placement_out` names another file. policy, budget: for method
     "placeto", the trained policy (default: the shipped one) and the iterations of fine-tuning.
     placer_options: the other placers' options, by the names tf_placeto.methods gives them.
     Progress goes to the "tf_placeto" logger.

@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--out", metavar="OUT",
                        help="write SOURCE with the placement applied here (same kind as SOURCE)")
     place.add_argument("--placement-out", metavar="FILE.json",
-                       help="write the placement (op -> device) here (default: OUT.placement.json)")
+                       help="write the placement (op -> device) here "
+                            "(default: OUT.placement.json)")
     place.add_argument("--simulate", action="store_true",
                        help="predict the before/after step times instead of measuring them")
     place.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
@@ -568,8 +569,8 @@ def _show(args) -> int:
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
-    print(f"{args.source} ({summary['placement']}): predicted step {result.step_time_s * 1e3:.1f} ms, "
-          f"{result.status}")
+    print(f"{args.source} ({summary['placement']}): predicted step "
+          f"{result.step_time_s * 1e3:.1f} ms, {result.status}")
     frame = pd.DataFrame(summary["devices"])
     frame["busy (ms)"] = frame.pop("busy_s") * 1e3
     frame["peak MiB"] = frame.pop("peak_memory_bytes") / 2**20

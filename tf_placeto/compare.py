@@ -22,7 +22,7 @@ from tf_placeto.errors import InputError, PlacetoError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure.costmodel import Link
 from tf_placeto.measure.measurer import RealMeasurer
-from tf_placeto.measure.runtime import open_runtime
+from tf_placeto.measure.runtime import Runtime, open_runtime
 from tf_placeto.placers.objectives import OBJECTIVES
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
@@ -38,7 +38,7 @@ LOWER_BOUND = "lower bound"
 class RealRuns:
     """Measure each placement for real on `runtime` (its devices are the devices compared)."""
 
-    runtime: object           # tf_placeto.measure.runtime.Runtime
+    runtime: Runtime
     repeats: int = 5
     warmup: int = 1
     timeout_s: float = 600.0

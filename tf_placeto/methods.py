@@ -100,7 +100,7 @@ def place(method: str, problem: PlacementProblem, seed: int = 0, **placer_keywor
     chosen = spec(method)
     if chosen is None:
         raise InputError(f"method {AUTO} tries several placers, each with its own keywords: "
-                           "decide() runs it")
+                         "decide() runs it")
     return run.place(chosen, problem, seed=seed, **placer_keywords)
 
 

@@ -153,8 +153,9 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     devices: None (this process's GPUs, else its logical CPUs), a count, or device names.
     method: "auto" or a name of tf_placeto.methods.names(); budget, policy: Placeto's
     fine-tuning iterations and trained policy; placer_options: the other placers' options
-    (by their names in tf_placeto.methods.options()). measure: "real" runs the step as written and as
-    placed on the devices (on a copy of the variables), "simulate" predicts both from the
+    (by their names in tf_placeto.methods.options()). measure: "real" runs the step as
+    written and the best placements on the devices (on a copy of the variables) and keeps a
+    placement only if it is faster beyond the noise, "simulate" predicts both from the
     profile, "auto" measures for real when all devices are in this process.
     """
     if measure not in MEASURE_MODES:
@@ -229,7 +230,7 @@ def _concrete_function(function, example_args, example_kwargs):
         return function
     if not hasattr(function, "get_concrete_function"):
         raise InputError("optimize() takes a tf.function (decorate the step with "
-                           "@tf.function) or a ConcreteFunction")
+                         "@tf.function) or a ConcreteFunction")
     return function.get_concrete_function(*example_args, **example_kwargs)
 
 

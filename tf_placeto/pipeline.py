@@ -25,6 +25,7 @@ from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.run import PlacerResult
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class Outcome:
     workload: Workload
     problem: PlacementProblem
     method: str
-    decided: object                     # tf_placeto.placers.run.PlacerResult
+    decided: PlacerResult
     placement: Optional[Placement]      # every op of the graph -> its device, or None
     devices: DeviceSet                  # the devices of the problem
     predicted: list                     # [as written, placed] simulated MeasureResults

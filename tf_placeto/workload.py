@@ -23,6 +23,7 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.profiler import profile
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.run import PlacerResult
@@ -48,7 +49,7 @@ class MemoryLimit:
         unit = match.group(2).upper() if match else None
         if not match or unit not in _UNITS:
             raise InputError(f"memory per device {text!r}: give bytes (e.g. 2GiB, 500MB, "
-                               "123456789) or a fraction of the graph's footprint (e.g. 0.6)")
+                             "123456789) or a fraction of the graph's footprint (e.g. 0.6)")
         value = float(match.group(1))
         if value <= 0:
             raise InputError(f"memory per device {text!r} must be positive")
@@ -70,7 +71,7 @@ class Workload:
     name: str                 # as the user named it: examples:NAME or a path
     graph: OpGraph
     groups: GroupGraph
-    cost_model: object        # tf_placeto.measure.costmodel.CostModel
+    cost_model: CostModel
     profile_dir: str
     profile_cached: bool
     expert_layers: tuple = ()  # the human expert's (op-name regex, layer) rules, if known
@@ -89,7 +90,8 @@ class Workload:
     def problem(self, n_devices: Optional[int] = None, memory: Optional[MemoryLimit] = None,
                 link=None) -> PlacementProblem:
         """The placement problem on the profiled devices, or on `n_devices` simulated ones
-        (linked by `link`, a tf_placeto.measure.costmodel.Link, instead of the measured links if given)."""
+        (linked by `link`, a tf_placeto.measure.costmodel.Link, instead of the measured links
+        if given)."""
         if n_devices is None and link is None:
             names, model = self.profiled_devices, self.cost_model
         else:
@@ -116,7 +118,8 @@ def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
 
 
 def _expert_layers(source) -> tuple:
-    """The bundled examples know their layers (tf_placeto.examples.registry); other graphs: none."""
+    """The bundled examples know their layers (tf_placeto.examples.registry); other graphs:
+    none."""
     if isinstance(source, str) and source.startswith("examples:"):
         return registry.get(source[len("examples:"):]).expert_layers
     return ()

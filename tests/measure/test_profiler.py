@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import tf_placeto as tp
-from tf_placeto.measure.profiler import (calibrate_links, profile, remote_input_ops, remote_slowdowns,
-                              single_device_placement)
+from tf_placeto.measure.profiler import (calibrate_links, profile, remote_input_ops,
+                                        remote_slowdowns, single_device_placement)
 from tf_placeto.measure.runtime import Runtime
 
 

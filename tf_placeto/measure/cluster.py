@@ -7,7 +7,8 @@ servers someone else runs. Both give a `target` for `tf.compat.v1.Session`, the 
 to place ops on, and a `session_config()` for that Session.
 
 Local workers never outlive their cluster: they stop on close(), at interpreter exit, on
-SIGINT/SIGTERM of this process, and when this process dies by any means (see tf_placeto.measure.worker).
+SIGINT/SIGTERM of this process, and when this process dies by any means (see
+tf_placeto.measure.worker).
 """
 
 from __future__ import annotations

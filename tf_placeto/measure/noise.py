@@ -95,7 +95,8 @@ def interleave(steps: Sequence[Callable[[], float]], labels: Sequence[str],
 
     repeats: the number of rounds, or "auto": at least MIN_ROUNDS, then until every ratio
     to the first callable (a lone callable: its median) is known to TARGET_HALF_WIDTH, or
-    `budget_s` seconds have passed, or MAX_ROUNDS. Each callable runs one step and returns its seconds.
+    `budget_s` seconds have passed, or MAX_ROUNDS. Each callable runs one step and returns
+    its seconds.
     A callable that raises drops out; its Series keeps the exception as `error`.
     """
     series = [Series(label) for label in labels]

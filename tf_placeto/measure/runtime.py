@@ -14,14 +14,14 @@ from typing import Optional, Sequence
 
 from tf_placeto.devices import DeviceSet, parse_device
 from tf_placeto.errors import InputError
-from tf_placeto.measure.cluster import parse_cluster
+from tf_placeto.measure.cluster import Cluster, parse_cluster
 
 
 @dataclasses.dataclass
 class Runtime:
     device_names: list           # canonical names placements may use
     target: str = ""             # "" in-process, else "grpc://host:port"
-    cluster: Optional[object] = None   # tf_placeto.measure.cluster.Cluster, to check and restart workers
+    cluster: Optional[Cluster] = None  # to check and restart workers
     num_cpus: int = 1            # in-process CPU devices the session creates
 
     @classmethod

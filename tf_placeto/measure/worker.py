@@ -1,4 +1,5 @@
-"""One TensorFlow worker of a LocalCluster: `python -m tf_placeto.measure.worker --cluster JSON --task N ...`.
+"""One TensorFlow worker of a LocalCluster:
+`python -m tf_placeto.measure.worker --cluster JSON --task N ...`.
 
 Linux only. The process pins itself to one core and runs a `tf.distribute.Server` with one
 intra-op and one inter-op thread, so N workers on N cores are N devices that truly run in

@@ -2,8 +2,8 @@
 
 Every placer (algorithmic or learned) sees one `PlacementProblem`: the group graph of
 tf_placeto.graph.grouping, the devices, and, per group and device, what running the group
-there costs, all derived from one profile (a tf_placeto.measure.costmodel.CostModel) through the op-level
-simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
+there costs, all derived from one profile (a tf_placeto.measure.costmodel.CostModel) through
+the op-level simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
 step at op level, which is what every placer is compared on.
 
 A group edge that crosses devices costs its transfer and, where the profile found kernels that
@@ -44,7 +44,7 @@ class PlacementProblem:
     latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0
     bytes_per_us: np.ndarray      # (n_devices, n_devices), diagonal inf
     capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
-    simulation: object            # tf_placeto.measure.simulator.SimulationProblem (op level)
+    simulation: simulator.SimulationProblem     # the op-level problem
     single_device_peak_bytes: float = 0.0
     edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
     feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
@@ -223,7 +223,7 @@ class PlacementProblem:
         return group_devices
 
     def simulate(self, group_devices, schedule: bool = False):
-        """The op-level simulation of one decision (tf_placeto.measure.simulator.SimulationResult)."""
+        """The op-level simulation of one decision (a measure.simulator.SimulationResult)."""
         return simulator.simulate(self.simulation, self.op_devices(self.check(group_devices)),
                                   schedule=schedule)
 

@@ -44,10 +44,10 @@ class Option:
         return self.flag.lstrip("-").replace("-", "_")
 
     def check(self, value) -> None:
-        """Raise PlacetoError when `value` is out of the option's range or choices."""
+        """Raise InputError when `value` is out of the option's range or choices."""
         if self.choices and value not in self.choices:
             raise InputError(f"{self.flag} must be one of {', '.join(map(str, self.choices))},"
-                               f" not {value!r}")
+                             f" not {value!r}")
         if self.least is not None and value < self.least:
             raise InputError(f"{self.flag} must be at least {self.least:g}, not {value:g}")
         if self.above is not None and value <= self.above:

@@ -66,8 +66,8 @@ def check_size(problem: PlacementProblem) -> None:
     n, d = problem.n_groups, problem.n_devices
     if n > specs.MAX_GROUPS or d > specs.MAX_DEVICES:
         raise InputError(f"the policy places at most {specs.MAX_GROUPS} groups on "
-                           f"{specs.MAX_DEVICES} devices; this problem has {n} groups on {d}: "
-                           f"group the graph with max_groups={specs.MAX_GROUPS}")
+                         f"{specs.MAX_DEVICES} devices; this problem has {n} groups on {d}: "
+                         f"group the graph with max_groups={specs.MAX_GROUPS}")
 
 
 def _ancestors(adjacency: np.ndarray) -> np.ndarray:

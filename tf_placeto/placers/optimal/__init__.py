@@ -52,7 +52,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
     began = time.monotonic()
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; objectives: "
-                           f"{', '.join(OBJECTIVES)}")
+                         f"{', '.join(OBJECTIVES)}")
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; solvers: {', '.join(SOLVERS)}")
     score = OBJECTIVES[objective]
@@ -60,8 +60,8 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
         if objective == "throughput" and solver != "milp" else None
     if solver == "dp" and members is None:
         raise InputError("the dynamic program solves throughput on devices joined by alike "
-                           f"links, with at most {dp.DP_MAX_IDEALS} ideals; use the milp "
-                           "solver")
+                         f"links, with at most {dp.DP_MAX_IDEALS} ideals; use the milp "
+                         "solver")
     if members is not None:
         solved, found = "dp", dp.best_pipeline(problem, members)
         candidates = [("dp", found)] if found is not None else fast_decisions(problem)
