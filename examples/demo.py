@@ -79,10 +79,9 @@ def run(args) -> bool:
         def emit(self, record):
             say(record.getMessage())
 
-    logger = logging.getLogger("tf_placeto")
-    logger.addHandler(SayProgress())
-    logger.setLevel(logging.INFO)
-    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
+    logging.getLogger("tf_placeto").addHandler(SayProgress())   # for the whole demo
+    logging.getLogger("tf_placeto").setLevel(logging.INFO)
+    logging.getLogger("tf_placeto").propagate = False   # absl gives the root a handler too
 
     os.makedirs(args.out, exist_ok=True)
     source = f"examples:{args.example}"

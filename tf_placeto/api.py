@@ -5,6 +5,7 @@ Each is the same code path as the matching `tf-placeto` command.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -114,15 +115,8 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
     ends. With `simulate`, predicted from the profile (made first if none is cached). Every
     placement is checked before any long work. trace: a directory that gets one step of each
     placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule)."""
-    placements = [Placement.from_json(p) if isinstance(p, str)
-                  else None if p is None else Placement(p) for p in placements]
-    graph = import_graph(source, signature=signature, tag_set=tag_set)
-    named = {device for p in placements if p for device in p.values()}
-    with open_runtime(devices, cluster, named=named) as runtime:
-        device_set = DeviceSet.from_strings(runtime.device_names)
-        for placement in placements:
-            if placement:
-                placement.validate(graph, device_set)
+    with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set) as (
+            graph, placements, runtime, device_set):
         if simulate:
             model = profile_graph(graph, runtime, cache=cache).model
             results = SimulatedMeasurer(graph, model, device_set, schedule=bool(trace)
@@ -134,6 +128,25 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results
+
+
+@contextlib.contextmanager
+def _checked_on_runtime(source, placements: Sequence[Union[None, str, Mapping]],
+                        devices: Optional[str], cluster: Optional[str],
+                        signature: Optional[str], tag_set: Optional[str]):
+    """(graph, placements, runtime, its DeviceSet): the source imported, each placement (None:
+    as written; a dict or a JSON file) read and checked against the graph and the devices
+    before any long work, on the runtime they ask for (open while the block runs)."""
+    placements = [Placement.from_json(p) if isinstance(p, str)
+                  else None if p is None else Placement(p) for p in placements]
+    graph = import_graph(source, signature=signature, tag_set=tag_set)
+    named = {device for p in placements if p for device in p.values()}
+    with open_runtime(devices, cluster, named=named) as runtime:
+        device_set = DeviceSet.from_strings(runtime.device_names)
+        for placement in placements:
+            if placement:
+                placement.validate(graph, device_set)
+        yield graph, placements, runtime, device_set
 
 
 @dataclasses.dataclass
@@ -159,16 +172,8 @@ def simulate(source, placement: Union[None, str, Mapping] = None, *,
              signature: Optional[str] = None, tag_set: Optional[str] = None) -> Simulation:
     """The predicted step of `source` under `placement` (None: the devices written in it),
     from its profile on the devices or cluster (made first if none is cached)."""
-    if isinstance(placement, str):
-        placement = Placement.from_json(placement)
-    elif placement is not None:
-        placement = Placement(placement)
-    graph = import_graph(source, signature=signature, tag_set=tag_set)
-    named = set(placement.values()) if placement else set()
-    with open_runtime(devices, cluster, named=named) as runtime:
-        device_set = DeviceSet.from_strings(runtime.device_names)
-        if placement:
-            placement.validate(graph, device_set)
+    with _checked_on_runtime(source, [placement], devices, cluster, signature, tag_set) as (
+            graph, [placement], runtime, device_set):
         model = profile_graph(graph, runtime, cache=cache).model
     measurer = SimulatedMeasurer(graph, model, device_set, schedule=schedule)
     [result] = measurer.evaluate([placement], labels=["placed" if placement else "as written"])

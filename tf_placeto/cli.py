@@ -20,7 +20,7 @@ from tf_placeto.compare import compare_sources, printable
 from tf_placeto.errors import InputError, PlacetoError, RuntimeFailure
 from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
-from tf_placeto.log import progress
+from tf_placeto.log import progress, progress_to
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.policy import specs
 from tf_placeto.policy.starts import fast_start
@@ -97,14 +97,6 @@ class _Progress(logging.Handler):
 
     def emit(self, record):
         _say(record.getMessage())
-
-
-def _show_progress() -> None:
-    logger = logging.getLogger("tf_placeto")
-    if not any(isinstance(handler, _Progress) for handler in logger.handlers):
-        logger.addHandler(_Progress())
-    logger.setLevel(logging.INFO)
-    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,11 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     args = build_parser().parse_args(argv)
-    _show_progress()
-    if args.debug:
-        return args.handler(args)
-    with _quiet.native_stderr_to_log() as log_path:
-        code, message = _run(args)
+    with progress_to(_Progress()):
+        if args.debug:
+            return args.handler(args)
+        with _quiet.native_stderr_to_log() as log_path:
+            code, message = _run(args)
     if message:
         print(message, file=sys.stderr)
     if code == EXIT_FAILED:

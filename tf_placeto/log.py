@@ -5,6 +5,7 @@ is a terminal, so logs and pipes get no carriage-return noise.
 """
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -40,3 +41,20 @@ def ticking(seconds: Optional[float], desc: str):
         finally:
             done.set()
             ticker.join()
+
+
+@contextlib.contextmanager
+def progress_to(handler: logging.Handler):
+    """The library's progress (the "tf_placeto" logger, INFO) goes to `handler` alone while the
+    block runs: not also to the root logger, which TensorFlow's absl gives a handler too."""
+    logger = logging.getLogger("tf_placeto")
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

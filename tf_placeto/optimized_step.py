@@ -32,6 +32,7 @@ from tf_placeto.devices import canonical_device
 from tf_placeto.errors import DeviceError, InputError
 from tf_placeto.functions import PlacedStep, export_step, flat_tensor_arguments
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.log import progress_to
 from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.placement import Placement
 from tf_placeto.workload import MemoryLimit
@@ -201,26 +202,14 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     return result
 
 
-@contextlib.contextmanager
 def _progress_on_stderr(verbose: bool):
     """With `verbose`, the "tf_placeto" logger's progress goes to stderr during the call,
     unless the program has given that logger handlers of its own."""
-    logger = logging.getLogger("tf_placeto")
-    if not verbose or logger.handlers:
-        yield
-        return
+    if not verbose or logging.getLogger("tf_placeto").handlers:
+        return contextlib.nullcontext()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("tf_placeto: %(message)s"))
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False          # TensorFlow's absl gives the root logger a handler too
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+    return progress_to(handler)
 
 
 def _concrete_function(function, example_args, example_kwargs):

@@ -65,15 +65,6 @@ class Outcome:
         after = self.measured[0] if self.winner is None else self.measured[1 + self.winner]
         return [self.measured[0], after]
 
-    def step_times(self) -> dict:
-        """{"predicted_before_s", "predicted_after_s"[, "measured_before_s", ...]}."""
-        times = {}
-        for kind, results in (("predicted", self.predicted),
-                              ("measured", self.measured_before_after)):
-            for when, result in zip(("before", "after"), results or ()):
-                times[f"{kind}_{when}_s"] = result.step_time_s
-        return times
-
 
 def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[int] = None,
         memory: Optional[MemoryLimit] = None, pins: Optional[Mapping[str, str]] = None,
@@ -100,7 +91,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
              problem.n_devices, method)
     decided = workload.decide(method, problem, seed=seed, options=options)
     devices = DeviceSet([parse_device(name) for name in problem.device_names])
-    candidates = _distinct_by_simulation(problem, decided.candidates or [decided])
+    candidates = _distinct(decided.candidates or [decided])
     placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
     outcome = Outcome(workload, problem, method, decided, placements[0], devices,
                       predicted=[], candidates=candidates[:MEASURED_CANDIDATES])
@@ -110,7 +101,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.measured = measure_interleaved(
             workload.graph, runtime, [None, *placements[:len(outcome.candidates)]],
             ["as written", *(c.method for c in outcome.candidates)],
-            budget_s=measure_budget_s)
+            budget_s=measure_budget_s, trace=False)
         outcome.winner = _faster_beyond_noise(outcome.measured[1:])
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
         log.info(_verdict(outcome))
@@ -122,20 +113,16 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     return outcome
 
 
-def _distinct_by_simulation(problem: PlacementProblem, decisions: list) -> list:
-    """The decisions in order of simulated step (feasible first), each placement once."""
-    seen, ranked = set(), []
-    for decision in sorted(decisions, key=lambda d: _simulated_rank(problem, d)):
+def _distinct(decisions: list) -> list:
+    """The decisions in their order (method auto ranks its candidates by simulated step,
+    feasible first), each placement once."""
+    seen, distinct = set(), []
+    for decision in decisions:
         key = tuple(int(device) for device in decision.group_devices)
         if key not in seen:
             seen.add(key)
-            ranked.append(decision)
-    return ranked
-
-
-def _simulated_rank(problem: PlacementProblem, decision) -> tuple:
-    simulated = problem.simulate(decision.group_devices)
-    return not simulated.feasible, simulated.step_time_us
+            distinct.append(decision)
+    return distinct
 
 
 def _faster_beyond_noise(results: list) -> Optional[int]:

@@ -93,21 +93,17 @@ class Measurer(abc.ABC):
 
 
 class RealMeasurer(Measurer):
-    """Runs each placement for real: warm-up, timed runs, one traced run for memory.
-
-    keep_traces: each result keeps its traced run (result.trace); placements are then measured
-    anew, since the results log holds no traces.
-    """
+    """Runs each placement for real: warm-up, timed runs, one traced run for memory. (To
+    compare placements with each other, tf_placeto.measure.interleaved times them in turns.)"""
 
     def __init__(self, graph: OpGraph, runtime: Runtime, results_dir: Optional[str] = None,
                  repeats: int = 5, warmup: int = 1, timeout_s: float = 600.0,
-                 trace_memory: bool = True, keep_traces: bool = False):
+                 trace_memory: bool = True):
         super().__init__(graph, DeviceSet.from_strings(runtime.device_names))
         self.runtime = runtime
         self.runner = ModelRunner(graph)
         self.repeats, self.warmup, self.timeout_s = repeats, warmup, timeout_s
         self.trace_memory = trace_memory
-        self.keep_traces = keep_traces
         self._bar = None                  # the progress bar of the evaluate() under way
         self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
         self.known = _read_log(self.log_path)
@@ -118,12 +114,8 @@ class RealMeasurer(Measurer):
                                                    else "")
 
     @property
-    def _traced(self) -> int:
-        return int(self.trace_memory or self.keep_traces)
-
-    @property
     def _runs_each(self) -> int:
-        return self.warmup + self.repeats + self._traced
+        return self.warmup + self.repeats + int(self.trace_memory)
 
     def evaluate(self, placements, labels=None) -> list:
         """Measurer.evaluate, with a progress bar over the runs: placements x runs each."""
@@ -134,7 +126,7 @@ class RealMeasurer(Measurer):
     def _evaluate(self, placement):
         key = f"{self._written_key if placement is None else placement_key(placement)}" \
               f"-r{self.repeats}-w{self.warmup}"
-        if key in self.known and not self.keep_traces:
+        if key in self.known:
             self._bar.update(self._runs_each)
             return MeasureResult(**self.known[key])
         cluster = self.runtime.cluster
@@ -142,7 +134,7 @@ class RealMeasurer(Measurer):
             cluster.restart_dead_workers()
         runs = self.runner.run(self.runtime, placement, warmup=self.warmup,
                                repeats=self.repeats,
-                               traced=self._traced,
+                               traced=int(self.trace_memory),
                                timeout_s=self.timeout_s, on_run=self._bar.update)
         reason = runs.reason
         if cluster is not None and not all(cluster.alive()):
@@ -156,8 +148,7 @@ class RealMeasurer(Measurer):
                 result, step_time_s=float(median), spread_s=float(q3 - q1),
                 min_s=float(times.min()), max_s=float(times.max()), runs=len(times),
                 peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1])
-                if runs.traces else {},
-                trace=runs.traces[-1] if self.keep_traces else None)
+                if runs.traces else {})
         self._remember(key, result)
         return result
 
