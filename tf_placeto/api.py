@@ -19,7 +19,8 @@ from tf_placeto.graph.importer import import_graph_def, import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source
 from tf_placeto.log import progress
-from tf_placeto.measure.costmodel import Link
+from tf_placeto.measure import fitting
+from tf_placeto.measure.costmodel import Link, profile_directory
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
@@ -91,13 +92,15 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
 
 
 def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = None,
-            runs: int = 5, cache: Optional[str] = None,
+            runs: int = 5, cache: Optional[str] = None, calibration_runs: int = 16,
             signature: Optional[str] = None, tag_set: Optional[str] = None) -> Profile:
     """The cost model of `source` on the devices or cluster (see `place`): from the cache, or
-    measured now with `runs` traced runs and stored there."""
+    measured now with `runs` traced runs and stored there, then the simulator calibrated on
+    `calibration_runs` placements timed for real (0: not calibrated)."""
     graph = import_graph(source, signature=signature, tag_set=tag_set)
     with open_runtime(devices, cluster) as runtime:
-        return profile_graph(graph, runtime, cache=cache, runs=runs)
+        return profile_graph(graph, runtime, cache=cache, runs=runs,
+                             calibration_runs=calibration_runs)
 
 
 def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (None,),
@@ -125,6 +128,8 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s)
+            fitting.record(profile_directory(graph, runtime.device_names, cache), graph,
+                           device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results

@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_arguments(profile)
     profile.add_argument("--runs", type=int, default=5, metavar="N",
                          help="traced runs whose median is each op's cost (default 5)")
+    profile.add_argument("--calibrate", type=int, default=16, metavar="N",
+                         help="then time N diverse placements for real and fit the simulator "
+                              "to them (default 16; 0: skip); refitted later with every real "
+                              "measurement of the graph")
     profile.add_argument("--cache", metavar="DIR",
                          help="where profiles are kept (default $TF_PLACETO_CACHE/profiles)")
     profile.add_argument("--json", action="store_true", help="print one JSON object")
@@ -382,9 +386,11 @@ def _positive(value, flag: str) -> None:
 
 def _profile(args) -> int:
     _positive(args.runs, "--runs")
+    if args.calibrate < 0:
+        raise InputError(f"--calibrate must be 0 or more, not {args.calibrate}")
     result = api.profile(args.source, devices=args.devices, cluster=args.cluster,
-                         runs=args.runs, cache=args.cache, signature=args.signature,
-                         tag_set=args.tag_set)
+                         runs=args.runs, cache=args.cache, calibration_runs=args.calibrate,
+                         signature=args.signature, tag_set=args.tag_set)
     summary = {"directory": result.directory, "cached": result.cached,
                **result.model.summary()}
     if args.json:
@@ -403,7 +409,22 @@ def _profile(args) -> int:
         print(result.model.links.to_string(index=False))
     for kind, slowdown in sorted(summary["remote_input_slowdowns"].items()):
         print(f"{kind} takes {slowdown:.1f}x as long with an input from another device")
+    print(_calibration_report(result.model.calibration))
     return EXIT_OK
+
+
+def _calibration_report(calibration) -> str:
+    if calibration is None:
+        return "simulator: not calibrated (no real runs of placements yet)"
+    lines = [f"simulator calibrated on {calibration.observations} real runs: "
+             f"{calibration.describe()}"]
+    quality = calibration.quality
+    if quality:
+        after, before = quality["calibrated"], quality["uncalibrated"]
+        lines.append(f"on runs it was not fitted on ({quality['folds']}-fold): Spearman "
+                     f"{after['spearman']:.2f}, median error {after['median_error']:.0%} "
+                     f"(uncalibrated: {before['spearman']:.2f}, {before['median_error']:.0%})")
+    return "\n".join(lines)
 
 
 def _measure(args) -> int:

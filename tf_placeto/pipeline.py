@@ -19,6 +19,7 @@ from typing import Mapping, Optional
 from tf_placeto.devices import DeviceSet, canonical_device, parse_device
 from tf_placeto.errors import DeviceError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.measure import fitting
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import SimulatedMeasurer
 from tf_placeto.measure.runner import OK
@@ -102,6 +103,9 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
             workload.graph, runtime, [None, *placements[:len(outcome.candidates)]],
             ["as written", *(c.method for c in outcome.candidates)],
             budget_s=measure_budget_s, trace=False)
+        fitting.record(workload.profile_dir, workload.graph,
+                       DeviceSet.from_strings(runtime.device_names),
+                       [None, *placements[:len(outcome.candidates)]], outcome.measured, "place")
         outcome.winner = _faster_beyond_noise(outcome.measured[1:])
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
         log.info(_verdict(outcome))

@@ -85,3 +85,38 @@ def test_only_types_much_slower_with_remote_inputs_count():
     slowdowns = remote_slowdowns(table, single_step_us=2000.0)
     assert list(slowdowns) == ["MaxPoolGrad"]
     assert slowdowns["MaxPoolGrad"] == pytest.approx(600.0 / (50.0 * 1.2))
+
+
+@pytest.fixture(scope="module")
+def loop_model(tmp_path_factory):
+    """A raw tf.while_loop of 6 matmuls in a serving function."""
+    import tensorflow as tf
+
+    weights = tf.Variable(tf.random.normal([64, 64], stddev=0.1, seed=1))
+
+    def serve(x):
+        _, y = tf.while_loop(lambda i, y: i < 6, lambda i, y: (i + 1, tf.matmul(y, weights)),
+                             (tf.constant(0), x))
+        return {"y": y}
+
+    module = tf.Module()
+    module.weights = weights
+    module.serve = tf.function(serve, input_signature=[tf.TensorSpec([64, 64], tf.float32)])
+    path = str(tmp_path_factory.mktemp("loop") / "model")
+    tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+    return path
+
+
+def test_a_loop_op_owns_its_lowered_body_and_counts_its_iterations(loop_model, tmp_path):
+    """The While op is atomic in the op graph; TensorFlow lowers it and runs its body's
+    nodes under names below it, 6 times a step: their time is the loop's, and so are their
+    executions."""
+    graph = tp.import_graph(loop_model)
+    [loop] = [op for op in graph.ops if op.type in ("While", "StatelessWhile")]
+    made = profile(graph, Runtime.local(tp.DeviceSet.local(1)), cache=str(tmp_path), runs=2)
+    ops = made.model.ops.set_index("op")
+    assert ops.loc[loop.name, "traced"] and ops.loc[loop.name, "compute_us"] > 0
+    assert ops.loc[loop.name, "executions"] >= 6
+    executions = made.model.executions(graph)
+    assert executions[loop.index] >= 6
+    assert (executions[[op.index for op in graph.ops if op is not loop]] <= 1).all()

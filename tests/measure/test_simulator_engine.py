@@ -152,6 +152,28 @@ def test_copies_wait_for_the_devices_they_run_on():
 
 
 
+def test_a_fixed_copy_time_is_spent_by_both_ends_on_top_of_the_wire():
+    """Per crossing tensor, each end's processor spends copy_us (the rendezvous, gRPC): it
+    delays the receiver and keeps both devices busy, the wire still takes its own time."""
+    problem = chain([10.0, 20.0], nbytes=1000, n_devices=2, latency=5.0, bandwidth=100.0,
+                    copy_us=3.0)
+    result = simulate(problem, np.array([0, 1]), schedule=True)
+    assert result.step_time_us == pytest.approx(10.0 + 3.0 + 15.0 + 3.0 + 20.0)
+    assert result.busy_us == pytest.approx([13.0, 23.0])
+    assert (result.schedule.kind == "copy").sum() == 2
+    assert simulate(problem, np.array([1, 1])).step_time_us == pytest.approx(30.0)
+
+
+def test_each_task_besides_the_sessions_own_costs_its_step_overhead():
+    """Devices 0 and 1 are in task 0 (the session's), device 2 in task 1: a step that uses
+    task 1 at all pays remote_task_us once, however many of its devices run ops."""
+    problem = make_problem([4.0, 6.0], tensors=[(0, 8), (1, 8)], n_devices=3,
+                           device_task=np.array([0, 0, 1]), remote_task_us=100.0)
+    assert simulate(problem, np.array([0, 1])).step_time_us == pytest.approx(6.0)
+    assert simulate(problem, np.array([2, 2])).step_time_us == pytest.approx(110.0)
+    assert simulate(problem, np.array([0, 2])).step_time_us == pytest.approx(106.0)
+
+
 def test_an_op_reading_a_remote_input_takes_its_remote_extra():
     """op1 reads op0's tensor; op2 reads op1's. Only an op whose input travels pays its extra."""
     problem = chain([10.0, 20.0, 30.0], nbytes=0, n_devices=2, remote_extra=[100.0, 7.0, 1000.0])

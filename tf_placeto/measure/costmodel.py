@@ -21,16 +21,17 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.cache import write_atomically
+from tf_placeto.cache import cache_dir, write_atomically
 from tf_placeto.devices import parse_device
 from tf_placeto.errors import InputError
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import signature_inputs
+from tf_placeto.measure.calibration import Calibration
 
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 # Bump when profiling measures something new or differently: older cached profiles are redone.
-PROFILER_VERSION = 5
+PROFILER_VERSION = 6
 
 
 def graph_fingerprint(graph: OpGraph) -> str:
@@ -70,6 +71,12 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
     return key, parts
 
 
+def profile_directory(graph: OpGraph, device_names, cache: Optional[str] = None) -> str:
+    """Where the profile of `graph` on `device_names` is kept, with its calibration and the
+    real runs of the graph on those devices (tf_placeto.measure.fitting)."""
+    return os.path.join(cache or cache_dir("profiles"), profile_key(graph, device_names)[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class Link:
     """One link between two devices: latency + bytes / bandwidth, a copy share at each end."""
@@ -95,9 +102,11 @@ class Link:
 
 @dataclasses.dataclass
 class CostModel:
-    ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced, remote_extra_us
+    ops: pd.DataFrame      # op, device_type, compute_us, output_bytes, traced, executions,
+    #                        remote_extra_us
     links: pd.DataFrame    # src, dst, latency_us, bytes_per_us, copy_share
     meta: dict
+    calibration: Optional[Calibration] = None   # fitted to real runs of placements
 
     @property
     def device_types(self) -> list:
@@ -114,6 +123,14 @@ class CostModel:
         if "remote_extra_us" not in self.ops:
             return np.zeros((len(graph.ops), len(device_types)))
         return self._per_op(graph, device_types, "remote_extra_us")
+
+    def executions(self, graph: OpGraph) -> np.ndarray:
+        """(n_ops,): how many times each op ran in one profiled step (a loop's iterations);
+        1 where the profile did not count."""
+        if "executions" not in self.ops:
+            return np.ones(len(graph.ops))
+        counts = self.ops.groupby("op")["executions"].max()
+        return counts.reindex([op.name for op in graph.ops]).fillna(1).clip(lower=1).to_numpy()
 
     def _per_op(self, graph: OpGraph, device_types, column: str) -> np.ndarray:
         table = self.ops.pivot_table(index="op", columns="device_type", values=column)
@@ -187,7 +204,11 @@ class CostModel:
         links = pd.DataFrame([{"src": a, "dst": b, **pair} for a in names for b in names if a != b],
                              columns=LINK_COLUMNS)
         meta = {**self.meta, "simulated_devices": names, "simulated_link": pair}
-        return names, CostModel(ops=self.ops, links=links, meta=meta)
+        calibration = self.calibration
+        if calibration is not None and link is not None:     # the link asked about, as given
+            calibration = dataclasses.replace(calibration, latency_us=None, bytes_per_us=None,
+                                              copy_share=None)
+        return names, CostModel(ops=self.ops, links=links, meta=meta, calibration=calibration)
 
     def save(self, directory: str) -> None:
         """Write the tables, then META_FILE: each file whole (cache.write_atomically), and
@@ -200,6 +221,8 @@ class CostModel:
                          lambda file: self.ops.to_csv(file, index=False))
         write_atomically(os.path.join(directory, LINKS_FILE),
                          lambda file: self.links.to_csv(file, index=False))
+        if self.calibration is not None:
+            self.calibration.save(directory)
         write_atomically(meta_path,
                          lambda file: json.dump(self.meta, file, indent=1, sort_keys=True))
 
@@ -216,7 +239,7 @@ class CostModel:
             return None
         if not isinstance(meta, dict):
             return None
-        return cls(ops=ops, links=links, meta=meta)
+        return cls(ops=ops, links=links, meta=meta, calibration=Calibration.load(directory))
 
     def summary(self) -> dict:
         per_type = self.ops.groupby("device_type")["compute_us"].sum()
@@ -228,6 +251,7 @@ class CostModel:
             "links": self.links.to_dict(orient="records"),
             "remote_input_slowdowns": self.meta.get("remote_inputs", {}).get("slowdowns", {}),
             "profiled_at": self.meta.get("created"),
+            "calibration": self.calibration.to_json() if self.calibration else None,
         }
 
 

@@ -20,7 +20,7 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.measurer import MeasureResult, placement_key
-from tf_placeto.measure.noise import interleave, ratio_interval
+from tf_placeto.measure.noise import MAX_ROUNDS, interleave, ratio_interval
 from tf_placeto.measure.runner import OK, ModelRunner, failure
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.placement import Placement
@@ -31,12 +31,12 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         labels: Optional[Sequence[str]] = None, *,
                         repeats: Union[int, str] = "auto", warmup: int = 1,
                         timeout_s: float = 600.0, budget_s: float = 60.0,
-                        trace: bool = True) -> list:
+                        max_rounds: int = MAX_ROUNDS, trace: bool = True) -> list:
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
-    repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow or
-    `budget_s` ends). With `trace`, each placement then runs one traced step: its peak memory
-    per device, and the step itself as `result.trace`. A placement that cannot load, or whose
+    repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
+    `budget_s` ends or `max_rounds` have run). With `trace`, each placement then runs one
+    traced step: its peak memory per device, and the step itself as `result.trace`. A placement that cannot load, or whose
     step fails, gets its status and TensorFlow's reason, and the others go on.
     """
     import tensorflow as tf  # heavy: loaded on the first real run
@@ -61,7 +61,7 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
         with progress(desc="measuring in turns", unit="round", leave=False) as bar:
             series = interleave([session.step for session in running.values()],
                                 [labels[i] for i in running], repeats, budget_s,
-                                on_round=lambda rounds: bar.update(1))
+                                on_round=lambda rounds: bar.update(1), max_rounds=max_rounds)
         for (index, session), runs in zip(running.items(), series):
             result = results[index]
             if runs.error is not None:

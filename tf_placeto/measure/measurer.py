@@ -178,44 +178,60 @@ def _read_log(path: Optional[str]) -> dict:
     return known
 
 
+def written_indices(graph: OpGraph, devices: DeviceSet) -> np.ndarray:
+    """Device index of each op as the graph has it (unplaced, or placed on a partial or
+    foreign device: the first)."""
+    index = {name: i for i, name in enumerate(devices.names)}
+    indices = np.zeros(len(graph.ops), dtype=np.int64)
+    for op in graph.ops:
+        if op.requested_device:
+            try:
+                indices[op.index] = index.get(devices.check(op.requested_device), 0)
+            except DeviceError:
+                pass
+    return indices
+
+
+def device_indices(graph: OpGraph, devices: DeviceSet, placement: Optional[Mapping],
+                   written: Optional[np.ndarray] = None) -> np.ndarray:
+    """Device index of each op under `placement` ({op: device}); ops it leaves out stay
+    where the graph has them (`written`, when known: written_indices)."""
+    indices = (written_indices(graph, devices) if written is None else written).copy()
+    index = {name: i for i, name in enumerate(devices.names)}
+    for name, device in (placement or {}).items():
+        indices[graph.index(name)] = index[device]
+    return indices
+
+
 class SimulatedMeasurer(Measurer):
-    """Predicts each placement from a profile with the event simulator."""
+    """Predicts each placement from a profile with the event simulator, calibrated against
+    real runs where the profile has been (`calibrated=False`: the profile alone)."""
 
     def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
-                 memory_capacity: Optional[Mapping] = None, schedule: bool = False):
+                 memory_capacity: Optional[Mapping] = None, schedule: bool = False,
+                 calibrated: bool = True):
         super().__init__(graph, devices)
         names = devices.names
         types = list(dict.fromkeys(d.device_type for d in devices))
         latency, bandwidth, copy_share = cost_model.link_arrays(names)
         capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
-        self.problem = SimulationProblem.from_op_graph(
+        tasks = list(dict.fromkeys((d.job, d.replica, d.task) for d in devices))
+        problem = SimulationProblem.from_op_graph(
             graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
             remote_extra_us=cost_model.remote_extra_us(graph, types),
             device_type_of=np.array([types.index(d.device_type) for d in devices]),
             link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
             memory_capacity=capacity,
-            op_overhead_us=cost_model.op_overhead_us(types[0]))
-        self.device_index = {n: i for i, n in enumerate(names)}
+            op_overhead_us=cost_model.op_overhead_us(types[0]),
+            device_task=[tasks.index((d.job, d.replica, d.task)) for d in devices])
+        calibration = cost_model.calibration if calibrated else None
+        self.problem = problem if calibration is None else calibration.apply(
+            problem, cost_model.executions(graph))
         self.schedule = schedule
-        self._as_written = self._written_devices()
-
-    def _written_devices(self) -> np.ndarray:
-        """Device index per op as the graph stands (unplaced ops on the first device)."""
-        index = np.zeros(len(self.graph.ops), dtype=np.int64)
-        for op in self.graph.ops:
-            if op.requested_device:
-                try:
-                    index[op.index] = self.device_index.get(
-                        self.devices.check(op.requested_device), 0)
-                except DeviceError:   # a partial or foreign device string: the default device
-                    pass
-        return index
+        self._written = written_indices(graph, devices)
 
     def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
-        indices = self._as_written.copy()
-        for name, device in (placement or {}).items():
-            indices[self.graph.index(name)] = self.device_index[device]
-        return indices
+        return device_indices(self.graph, self.devices, placement, self._written)
 
     def _evaluate(self, placement):
         sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)

@@ -89,13 +89,14 @@ class Series:
 
 def interleave(steps: Sequence[Callable[[], float]], labels: Sequence[str],
                repeats: Union[int, str] = "auto", budget_s: float = 60.0,
-               on_round: Callable[[int], None] = lambda rounds: None) -> list:
+               on_round: Callable[[int], None] = lambda rounds: None,
+               max_rounds: int = MAX_ROUNDS) -> list:
     """Time every step callable once per round, in an order rotated each round, and return
     one Series per callable.
 
     repeats: the number of rounds, or "auto": at least MIN_ROUNDS, then until every ratio
     to the first callable (a lone callable: its median) is known to TARGET_HALF_WIDTH, or
-    `budget_s` seconds have passed, or MAX_ROUNDS. Each callable runs one step and returns
+    `budget_s` seconds have passed, or `max_rounds`. Each callable runs one step and returns
     its seconds.
     A callable that raises drops out; its Series keeps the exception as `error`.
     """
@@ -117,7 +118,7 @@ def interleave(steps: Sequence[Callable[[], float]], labels: Sequence[str],
             if rounds >= int(repeats):
                 break
             continue
-        if rounds >= MAX_ROUNDS or (rounds >= 2 and time.perf_counter() - start >= budget_s):
+        if rounds >= max_rounds or (rounds >= 2 and time.perf_counter() - start >= budget_s):
             break
         if rounds >= MIN_ROUNDS and _narrow(series):
             break

@@ -4,7 +4,9 @@ Compute costs come from runs with every op on one device of each type, with Grap
 any real run: what a placement moves is what TensorFlow really executes. Link costs come from
 timed chains of transfers between each pair of devices, fitted as latency + bytes / bandwidth.
 Kernels that slow down when their inputs come from another device are found on a run with every
-op on a random one of two devices.
+op on a random one of two devices. Then diverse placements run for real, and the simulator is
+fitted to them (tf_placeto.measure.fitting): what splitting the step costs beyond the per-op
+costs and the link.
 A second call with the same graph, batch, devices and TensorFlow version finds the cache.
 """
 
@@ -16,7 +18,6 @@ import itertools
 import json
 import logging
 import os
-import statistics
 import time
 from typing import Optional
 
@@ -30,21 +31,19 @@ from tf_placeto.graph.colocation import colocation_sets
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
-from tf_placeto.measure import step_stats
+from tf_placeto.measure import fitting, step_stats
 from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
-                                          profile_key)
-from tf_placeto.measure.measurer import SimulatedMeasurer
+                                          profile_directory, profile_key)
 from tf_placeto.measure.runner import OK, ModelRunner, StepRuns
 from tf_placeto.measure.runtime import Runtime
-from tf_placeto.measure.simulator import simulate
 
 log = logging.getLogger(__name__)
 
 # Transfer sizes for link calibration: from latency-bound to bandwidth-bound (float32 count).
 LINK_ELEMENTS = (256, 16_384, 262_144, 2_097_152)
 LINK_HOPS = 4
-# Fitting what crossing costs splits the graph into this many groups, alternating devices.
-CROSSING_GROUPS = 16
+# The calibration's random placements alternate between the default grouping and this one.
+CALIBRATION_COARSE_GROUPS = 8
 # An op type is slower with inputs from another device when, on the run with ops on random
 # devices, its ops with such inputs took at least this many times their profiled cost (beyond
 # what every op there took more) and that added at least this share of the single-device step.
@@ -60,13 +59,22 @@ class Profile:
 
 
 def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs: int = 5,
-            warmup: int = 2) -> Profile:
-    """The cost model of `graph` on `runtime`: from the cache, or measured now and stored."""
+            warmup: int = 2, calibration_runs: int = fitting.CALIBRATION_PLACEMENTS,
+            calibration_budget_s: float = 60.0) -> Profile:
+    """The cost model of `graph` on `runtime`: from the cache, or measured now and stored.
+
+    On two or more devices, `calibration_runs` diverse placements are then timed for real
+    (in turns, for up to `calibration_budget_s`) and the simulator is fitted to them
+    (tf_placeto.measure.fitting); 0 leaves it uncalibrated. A cached profile is refitted when
+    real runs have been logged since its fit.
+    """
     key, parts = profile_key(graph, runtime.device_names)
-    directory = os.path.join(cache or cache_dir("profiles"), key)
+    directory = profile_directory(graph, runtime.device_names, cache)
     cached = CostModel.load(directory)
+    devices = DeviceSet.from_strings(runtime.device_names)
     if cached is not None:
         log.info(f"found a profile in the cache: {directory}")
+        fitting.refresh(graph, cached, devices, directory)
         return Profile(cached, directory, cached=True)
     runner = ModelRunner(graph)
     tables, step_us = [], {}
@@ -81,8 +89,12 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
                                     runtime=runtime.describe(), step_us=step_us))
     if len(links):
         fit_remote_inputs(graph, model, runner, runtime)
-        calibrate_crossing(graph, model, runner, runtime, runs)
     model.save(directory)
+    if len(links) and calibration_runs > 0:
+        groupings = [group_ops(graph), group_ops(graph, max_groups=CALIBRATION_COARSE_GROUPS)]
+        placements = fitting.calibration_placements(groupings, runtime.device_names,
+                                                    calibration_runs)
+        fitting.calibrate(graph, model, runtime, directory, placements, calibration_budget_s)
     log.info(f"stored the profile in {directory}")
     return Profile(model, directory, cached=False)
 
@@ -128,7 +140,7 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
     """
     result = _runs(runner, runtime, single_device_placement(graph, runtime, device),
                    f"profiling on {device}", warmup=warmup, repeats=runs, traced=runs)
-    times = step_stats.node_times_us(result.traces)
+    times, executions = step_stats.op_times_us(result.traces, graph)
     sizes = step_stats.node_output_bytes(result.traces[-1])
     rows = []
     for op in graph.ops:
@@ -139,6 +151,7 @@ def _op_costs(graph, runner, runtime, device, runs, warmup) -> tuple:
             "compute_us": times.get(op.name, 0.0),
             "output_bytes": sizes.get(op.name, op.output_bytes) if traced else op.output_bytes,
             "traced": traced,
+            "executions": executions.get(op.name, 1),
         })
     return pd.DataFrame(rows), min(result.step_times_s) * 1e6
 
@@ -165,8 +178,9 @@ def calibrate_links(runtime: Runtime, runs: int = 5) -> pd.DataFrame:
     A chain bounces a tensor between two devices LINK_HOPS times; the same chain on one
     device is the baseline. (cross - same) / hops is one transfer's time, fitted over sizes
     as latency + bytes / bandwidth. Both directions of a pair get the fit of the chain,
-    which crosses the link both ways. The copy share is left at 0: `calibrate_crossing` fits
-    it, and the bandwidth a busy step really gets, on the graph itself.
+    which crosses the link both ways. The copy share is left at 0: the calibration
+    (tf_placeto.measure.fitting) fits it, and what a busy step really gets of the link, to
+    real runs of the graph itself.
     """
     rows = []
     for a, b in itertools.combinations(runtime.device_names, 2):
@@ -236,7 +250,7 @@ def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, run
                  for i in together}
     result = _runs(runner, runtime, placement, "profiling remote inputs", warmup=1, repeats=0,
                    traced=runs)
-    run_us = step_stats.node_times_us(result.traces)
+    run_us, _ = step_stats.op_times_us(result.traces, graph)
     remote = remote_input_ops(graph, placement)
     ops = model.ops[model.ops["device_type"] == device_type].set_index("op")
     table = pd.DataFrame([
@@ -255,71 +269,6 @@ def fit_remote_inputs(graph: OpGraph, model: CostModel, runner: ModelRunner, run
     if slowdowns:
         log.info("slower with inputs from another device: " + ", ".join(
             f"{kind} {factor:.1f}x" for kind, factor in sorted(slowdowns.items())))
-
-
-def calibrate_crossing(graph: OpGraph, model: CostModel, runner: ModelRunner,
-                       runtime: Runtime, runs: int = 3) -> None:
-    """Fit what crossing devices costs to a real split run of the graph itself (in place).
-
-    A tensor that crosses devices costs more than a bounced chain shows: its sender and its
-    receiver spend processor time on it (gRPC serializing on a one-core worker, conversions out
-    of and into the layouts oneDNN keeps between ops), and on busy devices the transfer gets
-    less of them. So the graph's groups (CROSSING_GROUPS of them) alternate between the first
-    two devices and the step runs for real: timed, and traced. The copy share is each device's
-    op time beyond the profile's, set against the bytes it sent and received; then, if the
-    simulator still finds the step faster than it was, the links' bandwidth is lowered (all by
-    one factor) until the simulated step matches the real one. Nothing is fitted when the two
-    devices differ in type or nothing crosses. What was found goes to meta["crossing"].
-    """
-    pair = runtime.device_names[:2]
-    if runtime.device_type(pair[0]) != runtime.device_type(pair[1]):
-        return
-    groups = group_ops(graph, max_groups=CROSSING_GROUPS)
-    placement = groups.placement_for([pair[g % 2] for g in range(len(groups))])
-    crossing = {(e.src, e.src_slot, placement[graph.ops[e.dst].name]) for e in graph.data_edges
-                if placement[graph.ops[e.src].name] != placement[graph.ops[e.dst].name]}
-    nbytes = sum(graph.ops[src].outputs[slot].nbytes or 0 for src, slot, _ in crossing)
-    chain_bytes_per_us = float(model.links["bytes_per_us"].median())
-    if nbytes == 0 or not np.isfinite(chain_bytes_per_us):
-        return
-    log.info(f"timing the graph split between {pair[0]} and {pair[1]} to fit what crossing costs")
-    result = _runs(runner, runtime, placement, "profiling transfers", warmup=1, repeats=runs,
-                   traced=runs)
-    real_us = step_stats.node_times_us(result.traces)
-    types = [runtime.device_type(pair[0])]
-    # what the simulator charges each op for itself under this placement
-    profiled_us = model.compute_us(graph, types)[:, 0] + np.where(
-        remote_input_ops(graph, placement), model.remote_extra_us(graph, types)[:, 0], 0.0)
-    extra_us = sum(real_us[op.name] - profiled_us[op.index] for op in graph.ops
-                   if op.name in real_us)
-    # each crossing byte is handled twice (sent, received): 2 * share * bytes / bandwidth
-    model.links["copy_share"] = float(np.clip(extra_us / (2 * nbytes / chain_bytes_per_us),
-                                              0.0, 0.5))
-    real_step_us = statistics.median(result.step_times_s) * 1e6
-    problem = SimulatedMeasurer(graph, model, DeviceSet.from_strings(runtime.device_names)).problem
-    indices = np.array([runtime.device_names.index(placement[op.name]) for op in graph.ops])
-    chain = problem.link_bytes_per_us.copy()
-
-    def simulated_us(factor: float) -> float:
-        problem.link_bytes_per_us = chain * factor
-        return simulate(problem, indices).step_time_us
-
-    low, high = 1.0 / 64, 1.0        # bandwidth factors: simulated slower / faster than real
-    if simulated_us(high) >= real_step_us:
-        low = high
-    elif simulated_us(low) < real_step_us:
-        high = low
-    for _ in range(20):
-        if high / low < 1.01:
-            break
-        middle = np.sqrt(low * high)
-        low, high = (middle, high) if simulated_us(middle) >= real_step_us else (low, middle)
-    model.links["bytes_per_us"] = model.links["bytes_per_us"] * low
-    model.meta["crossing"] = {
-        "placement": f"{len(groups)} groups alternating between {pair[0]} and {pair[1]}",
-        "real_step_us": real_step_us, "bytes": int(nbytes),
-        "chain_bytes_per_us": chain_bytes_per_us, "bandwidth_factor": low,
-        "copy_share": float(model.links["copy_share"].iloc[0])}
 
 
 def _time_chain(runtime: Runtime, a: str, b: str, elements: int, runs: int) -> float:

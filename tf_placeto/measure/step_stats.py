@@ -13,6 +13,8 @@ import collections
 import numpy as np
 
 from tf_placeto.devices import canonical_device
+from tf_placeto.graph.importer import called_functions
+from tf_placeto.graph.op_graph import OpGraph
 
 
 def node_devices(run_metadata) -> dict:
@@ -25,15 +27,45 @@ def node_devices(run_metadata) -> dict:
     return devices
 
 
-def node_times_us(traces) -> dict:
-    """{traced node name: median compute time in microseconds over the traced runs}."""
-    samples = collections.defaultdict(list)
+def op_times_us(traces, graph: OpGraph) -> tuple:
+    """({op name: median over the traced runs of its time in one step}, {op name: most times
+    one of its nodes ran in one step}).
+
+    A node that runs several times in a step (in a loop) counts every run. Nodes that lowered
+    control flow and atomic calls left behind (`WHILE/body/_23/while/MatMul`) count for the
+    op that calls their function, whose own node is gone: the step's time in a loop is the
+    loop op's, and its executions are the loop's iterations. Other traced nodes keep their own
+    names (the graph's ops, Grappler's fused and added nodes).
+    """
+    owner = _function_owner(graph)
+    runs, executions = [], collections.Counter()
     for metadata in traces:
+        times, counts = collections.Counter(), collections.Counter()
         for dev_stats in metadata.step_stats.dev_stats:
             for node in dev_stats.node_stats:
-                samples[node.node_name].append(
-                    (node.op_end_rel_nanos - node.op_start_rel_nanos) / 1000.0)
-    return {name: float(np.median(values)) for name, values in samples.items()}
+                name = owner(node.node_name)
+                times[name] += (node.op_end_rel_nanos - node.op_start_rel_nanos) / 1000.0
+                counts[node.node_name] += 1
+                executions[name] = max(executions[name], counts[node.node_name])
+        runs.append(times)
+    names = set().union(*runs) if runs else set()
+    return ({name: float(np.median([run.get(name, 0.0) for run in runs])) for name in names},
+            dict(executions))
+
+
+def _function_owner(graph: OpGraph):
+    """node name -> the name of the graph op whose function ran it (itself if none)."""
+    callers = {op.name for op in graph.ops if called_functions(op.node_def)}
+
+    def owner(name: str) -> str:
+        parts = name.split("/")
+        for end in range(len(parts) - 1, 0, -1):
+            prefix = "/".join(parts[:end])
+            if prefix in callers:
+                return prefix
+        return name
+
+    return owner
 
 
 def node_output_bytes(run_metadata) -> dict:

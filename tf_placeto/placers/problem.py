@@ -41,7 +41,7 @@ class PlacementProblem:
     feedback_src: np.ndarray      # forced backward edges (a variable and its late update)
     feedback_dst: np.ndarray
     feedback_bytes: np.ndarray
-    latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0
+    latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0; with each end's fixed copy
     bytes_per_us: np.ndarray      # (n_devices, n_devices), diagonal inf
     capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
     simulation: simulator.SimulationProblem     # the op-level problem
@@ -104,7 +104,8 @@ class PlacementProblem:
             feedback_src=np.array([a for (a, _), _ in backward], np.int64),
             feedback_dst=np.array([b for (_, b), _ in backward], np.int64),
             feedback_bytes=np.array([n for _, n in backward], np.float64),
-            latency_us=simulation.link_latency_us, bytes_per_us=simulation.link_bytes_per_us,
+            latency_us=simulation.link_latency_us + 2 * simulation.link_copy_us,
+            bytes_per_us=simulation.link_bytes_per_us,
             capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
             simulation=simulation, single_device_peak_bytes=peak,
             edge_extra_us=extra[:len(forward)], feedback_extra_us=extra[len(forward):])

@@ -17,6 +17,10 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   sender's queue before the wire and another on the receiver's queue after it, and the wire
   takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
   but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
+  each copy task also takes a fixed `link_copy_us` per tensor (the rendezvous and the
+  RecvTensor call, at the sender and at the receiver);
+- each task (process) other than task 0, whose master runs the session, that runs part of
+  the step adds `remote_task_us` to it: a RunGraph call and its partition's executor;
 - an op with an input from another device takes `remote_extra_us` more: some kernels are
   slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
   left on its own device and recomputes it);
@@ -26,6 +30,9 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   allocated at its transfer's start and freed when its last consumer on that device ends;
 - devices may be of different types, with a cost column per type;
 - the step ends when the last op or transfer ends.
+
+What splitting really costs on a runtime (those parameters, and op times scaled) is fitted to
+real runs of placements: tf_placeto.measure.calibration and fitting.
 
 Events are handled in time order. All events at one instant are handled (finishing ops and
 transfers, freeing memory, waking consumers) before any device or channel starts new work at

@@ -40,6 +40,10 @@ class SimulationProblem:
     op_overhead_us: float = 0.0    # fixed gap after each op on a device
     remote_extra_us: Optional[np.ndarray] = None  # like compute_us: more when an input travels
     link_copy_share: Optional[np.ndarray] = None  # float64 (n_devices, n_devices) in [0, 0.5]
+    link_copy_us: Optional[np.ndarray] = None     # float64 (n_devices, n_devices): fixed time of
+    #                                               each copy task, at the sender and receiver
+    device_task: Optional[np.ndarray] = None      # int64 (n_devices,): the process of each device
+    remote_task_us: float = 0.0    # per step, per task other than task 0 (the session's) used
     tensor_names: Optional[list] = None  # for schedules; default "producer:k"
 
     def __post_init__(self):
@@ -60,6 +64,13 @@ class SimulationProblem:
         if self.link_copy_share is None:
             self.link_copy_share = np.zeros_like(self.link_latency_us)
         self.link_copy_share = np.asarray(self.link_copy_share, dtype=np.float64)
+        if self.link_copy_us is None:
+            self.link_copy_us = np.zeros_like(self.link_latency_us)
+        self.link_copy_us = np.asarray(self.link_copy_us, dtype=np.float64)
+        if self.device_task is None:
+            self.device_task = np.zeros(len(self.device_names), dtype=np.int64)
+        self.device_task = np.asarray(self.device_task, dtype=np.int64).reshape(-1)
+        self.remote_task_us = float(self.remote_task_us)
         self.op_overhead_us = float(self.op_overhead_us)
         self._validate()
         if self.tensor_names is None:
@@ -78,13 +89,14 @@ class SimulationProblem:
     def from_op_graph(cls, graph, compute_us, device_names, device_type_of, link_latency_us,
                       link_bytes_per_us, memory_capacity=None, persistent_bytes=None,
                       op_overhead_us=0.0, link_copy_share=0.0,
-                      remote_extra_us=None) -> "SimulationProblem":
+                      remote_extra_us=None, device_task=None) -> "SimulationProblem":
         """One tensor per op output; edges and sizes from the graph.
 
         `compute_us` and `remote_extra_us` are (n_ops,) or (n_ops, n_device_types);
         `device_type_of` may be None (one type). Link arguments are scalars (every pair of
         distinct devices alike) or matrices.
         `persistent_bytes` defaults to each variable's size on the op that holds it.
+        `device_task`: the process of each device (default: all in one).
         """
         n_devices = len(device_names)
         tensor_of = {}
@@ -122,6 +134,7 @@ class SimulationProblem:
             op_overhead_us=op_overhead_us,
             remote_extra_us=remote_extra_us,
             link_copy_share=link_matrix(link_copy_share, n_devices, diagonal=0.0),
+            device_task=device_task,
             tensor_names=tensor_names,
         )
 
@@ -158,6 +171,11 @@ class SimulationProblem:
             (self.link_copy_share.shape == (n_devices, n_devices)
              and np.all((self.link_copy_share >= 0) & (self.link_copy_share <= 0.5)),
              "link copy shares must be an (n_devices, n_devices) matrix in [0, 0.5]"),
+            (self.link_copy_us.shape == (n_devices, n_devices)
+             and np.all(self.link_copy_us >= 0),
+             "link copy times must be an (n_devices, n_devices) matrix >= 0"),
+            (self.device_task.shape == (n_devices,), "device_task needs one entry per device"),
+            (self.remote_task_us >= 0, "remote_task_us must be >= 0"),
             (self.memory_capacity.shape == (n_devices,),
              "memory_capacity needs one entry per device"),
         ]

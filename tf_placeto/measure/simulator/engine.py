@@ -76,7 +76,8 @@ def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
                        tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
                        op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
-                       persistent_bytes, link_latency_us, link_bytes_per_us, link_copy_share):
+                       persistent_bytes, link_latency_us, link_bytes_per_us, link_copy_share,
+                       link_copy_us):
     """The event loop. Device tasks are ops (ids < n_ops) and copies: n_ops + 2 tr sends tensor
     of transfer tr, n_ops + 2 tr + 1 receives it; events are device tasks ending and, with ids
     from n_tasks on, transfers leaving the wire."""
@@ -124,11 +125,12 @@ def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
         src = placement[tensor_producer[t]]
         dst = transfer_dst[tr]
         share = link_copy_share[src, dst]
-        copy_us[tr] = share * tensor_bytes[t] / link_bytes_per_us[src, dst]
+        copy_us[tr] = (link_copy_us[src, dst]
+                       + share * tensor_bytes[t] / link_bytes_per_us[src, dst])
         wire_us[tr] = (link_latency_us[src, dst]
                        + (1.0 - 2.0 * share) * tensor_bytes[t] / link_bytes_per_us[src, dst])
         per_channel[src * n_devices + dst] += 1
-        if share > 0:
+        if copy_us[tr] > 0:
             per_device[src] += 1
             per_device[dst] += 1
 

@@ -44,9 +44,10 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         problem._op_in_edges, problem._op_out_ptr, problem._op_out_tensors,
         problem._control_ptr, problem._control_succ, problem._n_preds,
         problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
-        problem.link_copy_share)
+        problem.link_copy_share, problem.link_copy_us)
     step = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
-               copy_end.max(initial=0.0))
+               copy_end.max(initial=0.0)) + problem.remote_task_us * remote_tasks(problem,
+                                                                                 placement)
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
@@ -57,6 +58,13 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
                                          transfer_dst, transfer_start, transfer_end,
                                          copy_start, copy_end)
     return result
+
+
+def remote_tasks(problem: SimulationProblem, placement: np.ndarray) -> int:
+    """How many processes besides the session's own (task 0) run part of the step: each
+    costs a RunGraph call and its partition's start and end per step."""
+    used = np.unique(problem.device_task[placement])
+    return int(np.count_nonzero(used != 0))
 
 
 def feasible(problem: SimulationProblem, placement: np.ndarray) -> bool:

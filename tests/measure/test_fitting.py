@@ -1,0 +1,140 @@
+"""Fitting the calibration: the log of real runs, the placements it measures, a fit that finds
+known parameters, and on a real cluster a fit that predicts placements it never saw."""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tf_placeto as tp
+from tests.helpers import estimated_cost_model
+from tf_placeto.measure import fitting
+from tf_placeto.measure.calibration import Calibration
+from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
+
+WORKERS = ["/job:worker/replica:0/task:0/device:CPU:0",
+           "/job:worker/replica:0/task:1/device:CPU:0"]
+
+
+@pytest.fixture(scope="module")
+def graph(mlp_model):
+    return tp.import_graph(mlp_model)
+
+
+def cluster_cost_model(graph):
+    """The estimated profile, as if made on two worker processes."""
+    model = estimated_cost_model(graph)
+    model.links = pd.DataFrame([{"src": a, "dst": b, "latency_us": 400.0, "bytes_per_us": 1000.0,
+                                 "copy_share": 0.0} for a in WORKERS for b in WORKERS if a != b])
+    model.meta = {"devices": WORKERS}
+    return model
+
+
+def test_calibration_placements_are_diverse_and_distinct(graph):
+    fine, coarse = tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)
+    chosen = fitting.calibration_placements([fine, coarse], WORKERS, count=16, seed=0)
+    labels = [label for label, _ in chosen]
+    assert labels[:2] == [f"all on {d}" for d in WORKERS]
+    assert "split at 50% of the work" in labels
+    keys = {tuple(sorted(p.items())) for _, p in chosen}
+    assert len(keys) == len(chosen) > 8
+    assert all(len(p) == len(graph) for _, p in chosen)
+
+
+def test_records_are_appended_read_back_and_a_torn_line_is_skipped(graph, tmp_path):
+    devices = tp.DeviceSet.from_strings(WORKERS)
+    placement = dict.fromkeys([op.name for op in graph.ops], WORKERS[1])
+    results = [MeasureResult(key="a", status="ok", step_time_s=0.002, label="as written"),
+               MeasureResult(key="b", status="ok", step_time_s=0.003, label="moved"),
+               MeasureResult(key="c", status="failed", label="broken")]
+    assert fitting.record(str(tmp_path), graph, devices, [None, placement, placement], results,
+                          "measure") == 2
+    with open(tmp_path / fitting.OBSERVATIONS_FILE, "a") as log:
+        log.write('{"assignment": [0, 1')                       # a run killed while writing
+    observations = fitting.read(str(tmp_path), len(graph.ops))
+    assert [o.label for o in observations] == ["as written", "moved"]
+    assert observations[1].assignment == [1] * len(graph.ops)
+    assert observations[0].origin == "measure" and observations[1].step_s == 0.003
+    assert fitting.read(str(tmp_path), len(graph.ops) + 1) == []   # another graph's log
+
+
+def test_a_fit_finds_the_costs_that_made_the_runs(graph):
+    """Runs simulated under a known calibration: the fit, started from the profile alone,
+    predicts runs it was not fitted on within a few percent; uncalibrated, it is far off."""
+    model = cluster_cost_model(graph)
+    devices = tp.DeviceSet.from_strings(WORKERS)
+    truth = Calibration(compute_scale=1.5, remote_task_us=2000.0, copy_us=80.0,
+                        latency_us=400.0, bytes_per_us=1000.0, copy_share=0.2)
+    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
+    chosen = fitting.calibration_placements(groupings, WORKERS, count=20, seed=0)
+    model.calibration = truth
+    real = SimulatedMeasurer(graph, model, devices).evaluate([p for _, p in chosen])
+    model.calibration = None
+    observations = [fitting.Observation(SimulatedMeasurer(graph, model, devices)
+                                        .device_indices(p).tolist(), r.step_time_s, label)
+                    for (label, p), r in zip(chosen, real)]
+    quality = fitting.held_out(graph, model, devices, observations)
+    assert quality["calibrated"]["median_error"] < 0.05
+    assert quality["uncalibrated"]["median_error"] > 0.3
+    assert quality["calibrated"]["spearman"] > 0.9
+    fitted = fitting.fit(graph, model, devices, observations)
+    assert fitted.observations == len(observations)
+    assert fitted.compute_scale == pytest.approx(1.5, rel=0.1)
+    assert fitted.remote_task_us == pytest.approx(2000.0, rel=0.2)
+
+
+def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(graph, tmp_path):
+    """On two worker processes: profile with calibration runs, then time placements of
+    another seed; the calibrated simulator predicts them better than the profile alone."""
+    from tf_placeto.measure.cluster import LocalCluster
+    from tf_placeto.measure.interleaved import measure_interleaved
+    from tf_placeto.measure.profiler import profile
+    from tf_placeto.measure.runtime import Runtime
+
+    with LocalCluster(2) as cluster:
+        runtime = Runtime.on_cluster(cluster)
+        made = profile(graph, runtime, cache=str(tmp_path), runs=2, calibration_runs=10,
+                       calibration_budget_s=20)
+        calibration = made.model.calibration
+        assert calibration is not None and calibration.observations >= fitting.MIN_HELD_OUT
+        assert calibration.quality["runs"] == calibration.observations
+        groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
+        chosen = fitting.calibration_placements(groupings, runtime.device_names, count=12,
+                                                seed=7)[5:]                 # random ones only
+        results = measure_interleaved(graph, runtime, [p for _, p in chosen], repeats=7,
+                                      trace=False)
+    real = np.array([r.step_time_s for r in results])
+    devices = tp.DeviceSet.from_strings(runtime.device_names)
+    errors = {}
+    for calibrated in (True, False):
+        predicted = SimulatedMeasurer(graph, made.model, devices, calibrated=calibrated
+                                      ).evaluate([p for _, p in chosen])
+        errors[calibrated] = fitting.accuracy([r.step_time_s for r in predicted],
+                                              real)["median_error"]
+    assert errors[True] < errors[False]
+    assert errors[True] < 0.5
+    stored = json.load(open(os.path.join(made.directory, "calibration.json")))
+    assert Calibration(**stored) == calibration
+    assert dataclasses.asdict(calibration)["quality"]["folds"] == fitting.FOLDS
+
+
+def test_every_real_measurement_is_logged_for_the_next_fit(mlp_model, graph, tmp_path):
+    """`measure` appends its real runs beside the graph's profile on those devices, where the
+    next load of the profile refits on them."""
+    from tf_placeto import api
+    from tf_placeto.measure.costmodel import profile_directory
+
+    devices = ["/device:CPU:0", "/device:CPU:1"]
+    moved = dict.fromkeys([op.name for op in graph.ops], devices[1])
+    results = api.measure_steps(mlp_model, [None, moved], labels=["as written", "moved"],
+                                devices="2", repeats=3, cache=str(tmp_path))
+    assert [r.status for r in results] == ["ok", "ok"]
+    observations = fitting.read(profile_directory(graph, devices, str(tmp_path)),
+                                len(graph.ops))
+    assert [(o.label, o.origin) for o in observations] == [("as written", "measure"),
+                                                           ("moved", "measure")]
+    assert observations[1].assignment == [1] * len(graph.ops)
+    assert observations[0].step_s == results[0].step_time_s

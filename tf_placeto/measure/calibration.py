@@ -1,0 +1,100 @@
+"""What splitting a step costs on a runtime, beyond the per-op profile: the simulator's
+calibration, fitted to real runs (tf_placeto.measure.fitting) and stored with the profile.
+
+The profile times each op alone on one device and a tensor bouncing between two devices.
+A placed step on TensorFlow's distributed runtime costs more than that, in ways the profile
+cannot see, so the simulator takes these parameters, each a mechanism of the runtime:
+- `compute_scale`: real op times against traced ones (tracing slows kernels; a shared
+  machine's speed drifts between the profile and later runs);
+- `remote_task_us`: per step, each task other than the session's own (task 0, whose master
+  runs the step) that runs part of it: a RunGraph call, its partition's executor started and
+  waited for, feeds and fetches relayed;
+- `copy_us`: per tensor that crosses devices, processor time at its sender and again at its
+  receiver (the rendezvous, the RecvTensor call, gRPC's serialization on one-core workers);
+- `latency_us`, `bytes_per_us`, `copy_share`: the wire, and the part of bytes / bandwidth that
+  each end's processor spends copying;
+- `iteration_us`: an op that runs k times per step (a loop) and reads an input from another
+  device pays k times this: the loop's frame then spans tasks, and every iteration sends its
+  control state across.
+None for a link parameter keeps the profile's measurement.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from tf_placeto.cache import write_atomically
+from tf_placeto.measure.simulator import SimulationProblem
+
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    compute_scale: float = 1.0
+    remote_task_us: float = 0.0
+    copy_us: float = 0.0
+    iteration_us: float = 0.0
+    latency_us: Optional[float] = None
+    bytes_per_us: Optional[float] = None
+    copy_share: Optional[float] = None
+    observations: int = 0          # real runs logged when it was fitted (the latest fitted on)
+    quality: dict = dataclasses.field(default_factory=dict)   # held-out figures (fitting.py)
+
+    def apply(self, problem: SimulationProblem, executions: np.ndarray) -> SimulationProblem:
+        """A copy of `problem` (arrays shared where unchanged) with these costs.
+
+        executions: (n_ops,) how many times each op runs in one step (the profile's count).
+        """
+        calibrated = copy.copy(problem)
+        calibrated.compute_us = problem.compute_us * self.compute_scale
+        calibrated.op_overhead_us = problem.op_overhead_us * self.compute_scale
+        loops = np.where(np.asarray(executions) > 1, executions, 0.0)[:, None]
+        calibrated.remote_extra_us = (problem.remote_extra_us * self.compute_scale
+                                      + loops * self.iteration_us)
+        off = ~np.eye(problem.n_devices, dtype=bool)
+        for name, value in (("link_latency_us", self.latency_us),
+                            ("link_bytes_per_us", self.bytes_per_us),
+                            ("link_copy_share", self.copy_share)):
+            if value is not None:
+                matrix = getattr(problem, name).copy()
+                matrix[off] = value
+                setattr(calibrated, name, matrix)
+        calibrated.link_copy_us = np.where(off, self.copy_us, 0.0)
+        calibrated.remote_task_us = self.remote_task_us
+        return calibrated
+
+    def describe(self) -> str:
+        parts = [f"op times x{self.compute_scale:.2f}",
+                 f"{self.remote_task_us / 1000:.2f} ms per step per remote task",
+                 f"{self.copy_us:.0f} us at each end per crossing tensor"]
+        if self.latency_us is not None:
+            parts.append(f"link {self.latency_us:.0f} us + bytes / {self.bytes_per_us:.0f} B/us, "
+                         f"copy share {self.copy_share:.2f}")
+        if self.iteration_us:
+            parts.append(f"{self.iteration_us:.0f} us per loop iteration across tasks")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, directory: str) -> None:
+        write_atomically(os.path.join(directory, CALIBRATION_FILE),
+                         lambda file: json.dump(self.to_json(), file, indent=1, sort_keys=True))
+
+    @classmethod
+    def load(cls, directory: str) -> Optional["Calibration"]:
+        """The calibration stored in `directory`; None if there is none or it does not parse
+        (the simulator then runs uncalibrated, and the next fit replaces it)."""
+        try:
+            with open(os.path.join(directory, CALIBRATION_FILE), encoding="utf-8") as f:
+                fields = json.load(f)
+            return cls(**fields)
+        except (OSError, ValueError, TypeError):
+            return None

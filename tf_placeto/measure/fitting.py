@@ -1,0 +1,270 @@
+"""Fitting the simulator's calibration (tf_placeto.measure.calibration) to real step times.
+
+Every real measurement of a graph on a runtime is an observation: a placement (the device of
+each op) and its median step. They go to an append-only log beside the profile
+(OBSERVATIONS_FILE), from the profile's own calibration runs (`calibrate`: diverse placements
+timed in turns) and from every later measurement (`measure`, `place`, `optimize()`, real
+training), so the fit improves with use (`refresh` refits when the log has grown).
+
+The fit chooses the calibration's parameters that make the simulated steps closest to the
+real ones: least squares on log(simulated / real), robust to a few wild runs (soft L1), with
+a light pull towards the profile's own link measurement so that parameters the runs do not
+tell apart stay where the profile put them. Its quality is measured on placements it was not
+fitted on (k-fold cross-validation): the rank correlation and the median relative error of
+the held-out predictions, beside the same figures of the uncalibrated simulator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+from tf_placeto.devices import DeviceSet
+from tf_placeto.graph.grouping import GroupGraph
+from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.measure.calibration import Calibration
+from tf_placeto.measure.costmodel import CostModel
+from tf_placeto.measure.interleaved import measure_interleaved
+from tf_placeto.measure.measurer import SimulatedMeasurer, device_indices
+from tf_placeto.measure.runner import OK
+from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.simulator import simulate
+
+log = logging.getLogger(__name__)
+
+OBSERVATIONS_FILE = "observations.jsonl"
+CALIBRATION_PLACEMENTS = 16
+CALIBRATION_ROUNDS = 7       # at most, each placement once a round (fewer when the budget ends)
+FOLDS = 4
+MIN_OBSERVATIONS = 4         # fewer: no fit (the simulator stays uncalibrated)
+MIN_HELD_OUT = 8             # fewer: no held-out figures
+RECENT_OBSERVATIONS = 64     # a refit uses the latest runs only: the fit's time stays bounded
+FIT_ITERATIONS = 40          # least-squares steps (each simulates every run ~8 times: the
+#                              numerical Jacobian is not counted by scipy's max_nfev)
+# Fitted parameters: (name, unit the optimizer steps in, lower, upper bound in that unit).
+# bytes_per_us is fitted as its inverse (time per byte, linear in the step) relative to the
+# profile's; latency relative to the profile's.
+_PARAMETERS = (("compute_scale", 1.0, 0.25, 4.0), ("remote_task_us", 1000.0, 0.0, 100.0),
+               ("copy_us", 100.0, 0.0, 100.0), ("iteration_us", 1000.0, 0.0, 100.0),
+               ("latency", 1.0, 0.0, 20.0), ("time_per_byte", 1.0, 0.01, 100.0),
+               ("copy_share", 0.5, 0.0, 1.0))
+PRIOR_WEIGHT = 0.03          # pull of each parameter towards its start, against one run's log error
+
+
+@dataclasses.dataclass
+class Observation:
+    assignment: list             # device index of each op (graph order) in the runtime's devices
+    step_s: float                # real median step
+    label: str = ""
+    origin: str = ""             # what measured it: profile, measure, place, train
+
+
+def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placements,
+           results, origin: str) -> int:
+    """Append the real, successful `results` of `placements` (None: as written) to the log in
+    `directory`; returns how many. Each line is flushed whole: a killed run tears at most the
+    last, which `read` skips."""
+    if directory is None:
+        return 0
+    lines = [json.dumps(dataclasses.asdict(Observation(
+        device_indices(graph, devices, placement).tolist(), float(result.step_time_s),
+        result.label, origin)))
+        for placement, result in zip(placements, results)
+        if result.status == OK and not result.simulated and np.isfinite(result.step_time_s)]
+    if lines:
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, OBSERVATIONS_FILE), "a", encoding="utf-8") as file:
+            file.write("".join(line + "\n" for line in lines))
+            file.flush()
+            os.fsync(file.fileno())
+    return len(lines)
+
+
+def read(directory: str, n_ops: int) -> list:
+    """The observations logged in `directory` for a graph of `n_ops` ops (torn or foreign
+    lines skipped)."""
+    path = os.path.join(directory, OBSERVATIONS_FILE)
+    observations = []
+    if not os.path.isfile(path):
+        return observations
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                observation = Observation(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            if len(observation.assignment) == n_ops and observation.step_s > 0:
+                observations.append(observation)
+    return observations
+
+
+class _Predictor:
+    """Simulated steps (seconds) of observed placements under any calibration."""
+
+    def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet):
+        self.base = SimulatedMeasurer(graph, cost_model, devices, calibrated=False).problem
+        self.executions = cost_model.executions(graph)
+        off = ~np.eye(self.base.n_devices, dtype=bool)
+        self.latency_us = float(np.median(self.base.link_latency_us[off])) if off.any() else 0.0
+        self.bytes_per_us = float(np.median(self.base.link_bytes_per_us[off])) \
+            if off.any() else np.inf
+        self.copy_share = float(np.median(self.base.link_copy_share[off])) if off.any() else 0.0
+
+    def predict(self, calibration: Optional[Calibration], observations) -> np.ndarray:
+        problem = self.base if calibration is None else calibration.apply(self.base,
+                                                                          self.executions)
+        return np.array([simulate(problem, np.asarray(o.assignment, np.int64)).step_time_us
+                         for o in observations]) / 1e6
+
+    def start(self) -> Calibration:
+        """The profile as it stands: its links, nothing more."""
+        return Calibration(latency_us=self.latency_us, bytes_per_us=self.bytes_per_us,
+                           copy_share=self.copy_share)
+
+    def to_vector(self, calibration: Calibration) -> np.ndarray:
+        values = {**dataclasses.asdict(calibration),
+                  "latency": (calibration.latency_us or 0.0) / max(self.latency_us, 1.0),
+                  "time_per_byte": self.bytes_per_us / (calibration.bytes_per_us or np.inf)
+                  if np.isfinite(self.bytes_per_us) else 1.0}
+        return np.array([np.clip(values[name] / unit, low, high)
+                         for name, unit, low, high in _PARAMETERS])
+
+    def from_vector(self, x: np.ndarray) -> Calibration:
+        values = {name: value * unit for (name, unit, _, _), value in zip(_PARAMETERS, x)}
+        bytes_per_us = self.bytes_per_us / max(values.pop("time_per_byte"), 1e-9)
+        latency = values.pop("latency") * max(self.latency_us, 1.0)
+        return Calibration(**values, latency_us=latency, bytes_per_us=bytes_per_us)
+
+
+def fit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations: Sequence,
+        start: Optional[Calibration] = None, iterations: int = FIT_ITERATIONS
+        ) -> Calibration:
+    """The calibration under which the simulator best predicts `observations` (no held-out
+    figures: see `held_out`)."""
+    if len(observations) < MIN_OBSERVATIONS:
+        raise ValueError(f"a fit needs at least {MIN_OBSERVATIONS} real runs, "
+                         f"not {len(observations)}")
+    return _fit(_Predictor(graph, cost_model, devices), observations, start, iterations)
+
+
+def _fit(predictor: _Predictor, observations, start, iterations) -> Calibration:
+    real = np.log([o.step_s for o in observations])
+    prior = predictor.to_vector(predictor.start())
+    x0 = predictor.to_vector(start or predictor.start())
+
+    def residuals(x):
+        simulated = np.log(np.maximum(predictor.predict(predictor.from_vector(x),
+                                                        observations), 1e-9))
+        return np.concatenate([simulated - real, PRIOR_WEIGHT * (x - prior)])
+
+    bounds = ([low for *_, low, _ in _PARAMETERS], [high for *_, high in _PARAMETERS])
+    solution = optimize.least_squares(residuals, x0, bounds=bounds, loss="soft_l1",
+                                      f_scale=0.1, diff_step=0.05, max_nfev=iterations)
+    return dataclasses.replace(predictor.from_vector(solution.x),
+                               observations=len(observations))
+
+
+def accuracy(predicted, real) -> dict:
+    """Rank correlation (Spearman) and median relative error of predictions."""
+    predicted, real = np.asarray(predicted), np.asarray(real)
+    rho = float(stats.spearmanr(predicted, real).statistic) if len(real) > 2 else float("nan")
+    return {"spearman": rho, "median_error": float(np.median(np.abs(predicted / real - 1)))}
+
+
+def held_out(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations,
+             folds: int = FOLDS, seed: int = 0, iterations: int = FIT_ITERATIONS) -> dict:
+    """How well the fit predicts runs it did not see: each fold is predicted by a fit to the
+    others. {"calibrated": accuracy, "uncalibrated": accuracy, "runs": n, "folds": k}."""
+    predictor = _Predictor(graph, cost_model, devices)
+    real = np.array([o.step_s for o in observations])
+    fold_of = np.random.default_rng(seed).permutation(len(observations)) % folds
+    predicted = np.empty(len(observations))
+    for fold in range(folds):
+        train = [o for o, f in zip(observations, fold_of) if f != fold]
+        test = [o for o, f in zip(observations, fold_of) if f == fold]
+        predicted[fold_of == fold] = predictor.predict(
+            _fit(predictor, train, None, iterations), test)
+    return {"calibrated": accuracy(predicted, real),
+            "uncalibrated": accuracy(predictor.predict(None, observations), real),
+            "runs": len(observations), "folds": folds}
+
+
+def calibration_placements(groupings: Sequence[GroupGraph], devices: Sequence[str],
+                           count: int = CALIBRATION_PLACEMENTS, seed: int = 0,
+                           decided: Sequence = ()) -> list:
+    """[(label, {op: device})]: every op on each device, contiguous splits of the first
+    grouping at 25/50/75% of its work, the `decided` ones (label, placement), then random
+    placements over each grouping in turn, leaning to the first or the last device by a
+    random amount: diverse in how much is split and how finely. No placement twice."""
+    groups = groupings[0]
+    work = groups.work
+    done = (work.cumsum() - work / 2) / max(work.sum(), 1e-12)
+    choices = [(f"all on {d}", groups.placement_for([d] * len(groups))) for d in devices]
+    if len(devices) > 1:
+        for fraction in (0.25, 0.5, 0.75):
+            cut = [devices[0] if x < fraction else devices[-1] for x in done]
+            choices.append((f"split at {fraction:.0%} of the work", groups.placement_for(cut)))
+    choices += list(decided)
+    rng = np.random.default_rng(seed)
+    seen = {tuple(sorted(placement.items())) for _, placement in choices}
+    for attempt in range(20 * count):
+        if len(choices) >= count or len(devices) < 2:
+            break
+        grouping = groupings[attempt % len(groupings)]
+        lean = rng.uniform(0.1, 0.9)
+        picks = [devices[int(rng.random() > lean)] if len(devices) == 2
+                 else devices[rng.integers(len(devices))] for _ in range(len(grouping))]
+        placement = grouping.placement_for(picks)
+        if tuple(sorted(placement.items())) not in seen:
+            seen.add(tuple(sorted(placement.items())))
+            choices.append((f"random #{len(choices)} ({len(grouping)} groups)", placement))
+    return choices[:count]
+
+
+def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory: str,
+              placements: Sequence, budget_s: float = 60.0) -> Optional[Calibration]:
+    """Time `placements` ([(label, placement)]) for real in turns (at most CALIBRATION_ROUNDS
+    rounds, fewer once `budget_s` has passed), log them, fit, and set the fit (with its
+    held-out figures) on `cost_model`; None if too few ran."""
+    devices = DeviceSet.from_strings(runtime.device_names)
+    labels = [label for label, _ in placements]
+    chosen = [placement for _, placement in placements]
+    log.info(f"timing {len(chosen)} placements in turns to calibrate the simulator")
+    results = measure_interleaved(graph, runtime, chosen, labels, repeats="auto",
+                                  budget_s=budget_s, max_rounds=CALIBRATION_ROUNDS, trace=False)
+    failed = [r for r in results if r.status != OK]
+    for result in failed:
+        log.warning(f"calibration run {result.label!r} failed: {result.reason}")
+    record(directory, graph, devices, chosen, results, "profile")
+    return refresh(graph, cost_model, devices, directory, force=True)
+
+
+def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory: str,
+            force: bool = False) -> Optional[Calibration]:
+    """Refit when the log holds runs the calibration has not seen (or `force`), store the fit
+    beside the profile and set it on `cost_model`; the calibration in use either way."""
+    logged = read(directory, len(graph.ops))
+    current = cost_model.calibration
+    if len(logged) < MIN_OBSERVATIONS or (
+            not force and current is not None and current.observations >= len(logged)):
+        return current
+    observations = logged[-RECENT_OBSERVATIONS:]
+    log.info(f"fitting the simulator to {len(observations)} real runs")
+    calibration = fit(graph, cost_model, devices, observations, start=current)
+    quality = held_out(graph, cost_model, devices, observations) \
+        if len(observations) >= MIN_HELD_OUT else {}
+    calibration = dataclasses.replace(calibration, quality=quality, observations=len(logged))
+    calibration.save(directory)
+    cost_model.calibration = calibration
+    if quality:
+        after, before = quality["calibrated"], quality["uncalibrated"]
+        log.info(f"simulator on {quality['runs']} real runs, held out: Spearman "
+                 f"{after['spearman']:.2f} (uncalibrated {before['spearman']:.2f}), median "
+                 f"error {after['median_error']:.0%} (uncalibrated {before['median_error']:.0%})")
+    return calibration
