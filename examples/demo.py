@@ -9,6 +9,9 @@ real link between them), or on the local GPUs when there are several, it:
 4. prints the comparison table and writes into OUT (default placeto-out/): the placed
    SavedModel of the fastest measured placement with its placement JSON, the comparison plot,
    the Gantt chart of that placement's simulated schedule, and the table as CSV.
+   (The demo shows what each method does; it writes the fastest of a few runs each. `tf-placeto
+   place` is what keeps a placement only when it is faster than the graph as written beyond
+   the noise, timed in turns.)
 
     python -m examples.demo [--example NAME] [--out DIR] [--cluster SPEC]
                             [--measure-best N] [--repeats N]
@@ -60,13 +63,7 @@ def _where_to_run(cluster):
 
 
 def run(args) -> bool:
-    import tf_placeto as tp
-    from tf_placeto import methods
-    from tf_placeto.compare import RealRuns, compare, printable
-    from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.plots import comparison_plot, gantt
-    from tf_placeto.workload import load_workload
+    from tf_placeto.log import progress_to
 
     start = time.perf_counter()
 
@@ -79,9 +76,18 @@ def run(args) -> bool:
         def emit(self, record):
             say(record.getMessage())
 
-    logging.getLogger("tf_placeto").addHandler(SayProgress())   # for the whole demo
-    logging.getLogger("tf_placeto").setLevel(logging.INFO)
-    logging.getLogger("tf_placeto").propagate = False   # absl gives the root a handler too
+    with progress_to(SayProgress()):
+        return _demo(args, say)
+
+
+def _demo(args, say) -> bool:
+    import tf_placeto as tp
+    from tf_placeto import methods
+    from tf_placeto.compare import RealRuns, compare, printable
+    from tf_placeto.measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.plots import comparison_plot, gantt
+    from tf_placeto.workload import load_workload
 
     os.makedirs(args.out, exist_ok=True)
     source = f"examples:{args.example}"
@@ -108,7 +114,7 @@ def run(args) -> bool:
                                                   best["method"])]
         placement = tp.Placement(problem.placement(decision))
         device_set = tp.DeviceSet.from_strings(problem.device_names)
-        [simulated] = SimulatedMeasurer(workload.graph, workload.cost_model, device_set,
+        [simulated] = SimulatedMeasurer(workload.graph, device_set, problem.simulation,
                                         schedule=True).evaluate([placement], [best["method"]])
     placed = os.path.join(args.out, f"{args.example}_placed")
     tp.apply_placement(workload.graph, placement, placed, devices=device_set, overwrite=True)

@@ -11,7 +11,8 @@ the fit never saw (every op on each device, splits, every algorithmic placer's d
 random placements over fine and coarse groups, drawn with `--seed`) is timed for real, in
 turns, in two independent passes. Printed per model: reality against itself (Spearman between
 the passes), and the calibrated and the uncalibrated simulator against reality (the mean of
-the passes): Spearman and median relative error. Targets: Spearman >= 0.8 wherever reality
+the passes): Spearman and median relative error, and the placement each simulator predicts
+fastest with its real step against the really fastest one. Targets: Spearman >= 0.8 wherever reality
 ranks itself at >= 0.9, median relative error <= 15%.
 """
 
@@ -65,7 +66,7 @@ def bench(name: str, runtime, args) -> dict:
     ok = [all(p[i].status == "ok" for p in passes) for i in range(len(placements))]
     real = np.array([[r.step_time_s for r in p] for p in passes])
     predicted = {
-        kind: np.array([r.step_time_s for r in SimulatedMeasurer(
+        kind: np.array([r.step_time_s for r in SimulatedMeasurer.from_profile(
             workload.graph, workload.cost_model, devices, calibrated=(kind == "calibrated")
         ).evaluate(placements, labels)]) for kind in ("calibrated", "uncalibrated")}
     table = pd.DataFrame({"model": name, "placement": labels, "real_pass1_ms": real[0] * 1e3,
@@ -78,10 +79,14 @@ def bench(name: str, runtime, args) -> dict:
            "reality_vs_itself": fitting.accuracy(real[0][ok], real[1][ok])["spearman"],
            "fitted_on": calibration.observations if calibration else 0,
            "calibration": calibration.describe() if calibration else "none"}
+    fastest = mean.min()
+    kept = [label for label, fine in zip(labels, ok) if fine]
     for kind, values in predicted.items():
         figures = fitting.accuracy(values[ok], mean)
         row[f"{kind}_spearman"] = figures["spearman"]
         row[f"{kind}_median_error"] = figures["median_error"]
+        best = int(np.argmin(values[ok]))        # what a placer trusting this simulator picks
+        row[f"{kind}_pick"] = f"{kept[best]} (x{mean[best] / fastest:.2f} the fastest)"
     return row, table
 
 
@@ -109,10 +114,13 @@ def main(argv=None) -> int:
             tables.append(table)
     summary = pd.DataFrame(rows)
     print()
-    print(summary.drop(columns="calibration").to_string(
+    picks = [c for c in summary if c.endswith("_pick")]
+    print(summary.drop(columns=["calibration", *picks]).to_string(
         index=False, float_format=lambda v: f"{v:.2f}"))
     for row in rows:
         print(f"{row['model']}: {row['calibration']}")
+        print(f"  fastest predicted, calibrated: {row['calibrated_pick']}; uncalibrated: "
+              f"{row['uncalibrated_pick']}")
     trusted = summary[summary["reality_vs_itself"] >= 0.9]
     print(f"\nwhere reality ranks itself at >= 0.9 ({len(trusted)} models): calibrated Spearman "
           f"min {trusted['calibrated_spearman'].min():.2f}, median "

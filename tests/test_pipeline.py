@@ -36,3 +36,5 @@ def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small
     assert placed["status"] == "ok" and placed["ratio_low"] > 1.0       # slower beyond noise
     assert as_written["low_s"] <= as_written["median_s"] <= as_written["high_s"]
     assert summary["measured_after_s"] == summary["measured_before_s"]   # kept as written
+    assert summary["predicted_after_s"] == summary["predicted_before_s"]  # not the rejected one
+    assert summary["verdict"].endswith("the graph stays as written")

@@ -15,12 +15,12 @@ from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError
 from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
-from tf_placeto.graph.importer import import_graph_def, import_source
+from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting
-from tf_placeto.measure.costmodel import Link, profile_directory
+from tf_placeto.measure.costmodel import Link, profile_directory, profile_key
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
@@ -77,7 +77,7 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     if out is not None:
         check_output_path(loaded.path, out, overwrite)
     if graph is None:
-        graph = import_graph_def(loaded.graph_def, loaded.fetches, source=loaded)
+        graph = import_source(loaded)
     if isinstance(placement, str):
         placement = Placement.from_json(placement)
     elif not isinstance(placement, Placement):
@@ -122,14 +122,15 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
             graph, placements, runtime, device_set):
         if simulate:
             model = profile_graph(graph, runtime, cache=cache).model
-            results = SimulatedMeasurer(graph, model, device_set, schedule=bool(trace)
-                                        ).evaluate(placements, labels=labels)
+            results = SimulatedMeasurer.from_profile(graph, model, device_set,
+                                                     schedule=bool(trace)
+                                                     ).evaluate(placements, labels=labels)
         else:
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s)
-            fitting.record(profile_directory(graph, runtime.device_names, cache), graph,
-                           device_set, placements, results, "measure")
+            directory = profile_directory(profile_key(graph, runtime.device_names)[0], cache)
+            fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results
@@ -180,7 +181,7 @@ def simulate(source, placement: Union[None, str, Mapping] = None, *,
     with _checked_on_runtime(source, [placement], devices, cluster, signature, tag_set) as (
             graph, [placement], runtime, device_set):
         model = profile_graph(graph, runtime, cache=cache).model
-    measurer = SimulatedMeasurer(graph, model, device_set, schedule=schedule)
+    measurer = SimulatedMeasurer.from_profile(graph, model, device_set, schedule=schedule)
     [result] = measurer.evaluate([placement], labels=["placed" if placement else "as written"])
     return Simulation(graph, result, device_set.names,
                       [device_set.names[d] for d in measurer.device_indices(placement)])
@@ -235,7 +236,7 @@ class PlaceResult:
         outcome = self.outcome
         info = {k: v.item() if hasattr(v, "item") else v for k, v in outcome.decided.info.items()
                 if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
-        summary = {"source": self.source, "method": outcome.method,
+        summary = {"source": self.source, "method": outcome.decided.method,
                    "devices": outcome.problem.device_names,
                    "ops": len(outcome.workload.graph), "groups": len(outcome.workload.groups),
                    "decide_s": outcome.decided.decide_s, "out": self.out,
@@ -246,6 +247,7 @@ class PlaceResult:
             summary["measured_candidates"] = [_measured_json(r) for r in outcome.measured]
             summary["winner"] = (None if outcome.winner is None
                                  else outcome.measured[1 + outcome.winner].label)
+            summary["verdict"] = outcome.verdict
         return summary
 
 

@@ -202,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "one core each")
     _link_argument(compare)
     compare.add_argument("--methods", metavar="M,M,...",
-                         help=f"methods to compare (default all: {', '.join(methods.names())})")
+                         help="methods to compare (default all): " + "; ".join(
+                             f"{spec.name}: {spec.help}" for spec in methods.specs()))
     _placing_arguments(compare)
     compare.add_argument("--repeats", type=int, default=5, metavar="N",
                          help="timed runs per real measurement (default 5)")
@@ -502,9 +503,8 @@ def _place(args) -> int:
                   + ("placed" if summary["written"] else "(kept as written)")
                   + (" (medians)" if kind == "measured" else "")
                   + ("" if summary[f"{kind}_status"] == "ok" else f" ({summary[f'{kind}_status']})"))
-    if not summary["written"]:
-        print("no placement was faster than the graph as written beyond the noise: "
-              "nothing written")
+    if "verdict" in summary:
+        print(summary["verdict"])
     for key, what in (("out", "placed model"), ("placement", "placement")):
         if summary.get(key):
             print(f"wrote the {what}: {summary[key]}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Optional
 
-from tf_placeto.api import import_graph
+from tf_placeto.graph.importer import import_source
 from tf_placeto.errors import InputError
 from tf_placeto.rewrite import placed_proto
 
@@ -104,7 +104,7 @@ class PlacedStep:
     def __init__(self, concrete, placement: dict):
         import tensorflow as tf  # heavy: loaded on first use, not with the package
 
-        graph = import_graph(concrete)
+        graph = import_source(concrete)
         own = {name: device for name, device in placement.items() if name in graph}
         suffix = hashlib.sha256(repr(sorted(own.items())).encode()).hexdigest()[:12]
         graph_def = placed_proto(graph.source, graph, own, clone_suffix=f"_placeto_{suffix}")

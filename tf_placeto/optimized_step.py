@@ -182,6 +182,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
                     measure=present and measure != "simulate")
         finally:
             shutil.rmtree(export_dir, ignore_errors=True)
+        if outcome.verdict:
+            log.info(outcome.verdict)
         if not present:
             log.info("only %d of the %d devices are in this process: the placed step runs "
                      "where TensorFlow's soft placement puts the missing ones",

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from typing import Mapping, Optional
 
-from tf_placeto.devices import DeviceSet, canonical_device, parse_device
+from tf_placeto.devices import DeviceSet, canonical_device
 from tf_placeto.errors import DeviceError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure import fitting
@@ -49,14 +49,18 @@ class Outcome:
 
     workload: Workload
     problem: PlacementProblem
-    method: str
     decided: PlacerResult
     placement: Optional[Placement]      # every op of the graph -> its device, or None
-    devices: DeviceSet                  # the devices of the problem
     predicted: list                     # [as written, placed] simulated MeasureResults
     measured: Optional[list] = None     # real MeasureResults: as written, then each candidate
     candidates: list = dataclasses.field(default_factory=list)   # PlacerResults measured
     winner: Optional[int] = None        # index into candidates of the placement chosen
+    verdict: str = ""                   # one line: what won, or why nothing did (measured)
+
+    @property
+    def devices(self) -> DeviceSet:
+        """The devices of the problem."""
+        return DeviceSet.from_strings(self.problem.device_names)
 
     @property
     def measured_before_after(self) -> Optional[list]:
@@ -91,29 +95,28 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     log.info("placing %d groups on %d devices with %s", len(workload.groups),
              problem.n_devices, method)
     decided = workload.decide(method, problem, seed=seed, options=options)
-    devices = DeviceSet([parse_device(name) for name in problem.device_names])
-    candidates = _distinct(decided.candidates or [decided])
+    candidates = _distinct(decided.candidates or [decided])[:MEASURED_CANDIDATES]
     placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
-    outcome = Outcome(workload, problem, method, decided, placements[0], devices,
-                      predicted=[], candidates=candidates[:MEASURED_CANDIDATES])
+    outcome = Outcome(workload, problem, decided, placements[0], predicted=[],
+                      candidates=candidates)
     if measure:
         log.info("measuring the graph as written and %d candidate placements for real, in "
-                 "turns", len(outcome.candidates))
+                 "turns", len(candidates))
         outcome.measured = measure_interleaved(
-            workload.graph, runtime, [None, *placements[:len(outcome.candidates)]],
-            ["as written", *(c.method for c in outcome.candidates)],
+            workload.graph, runtime, [None, *placements],
+            ["as written", *(c.method for c in candidates)],
             budget_s=measure_budget_s, trace=False)
         fitting.record(workload.profile_dir, workload.graph,
-                       DeviceSet.from_strings(runtime.device_names),
-                       [None, *placements[:len(outcome.candidates)]], outcome.measured, "place")
+                       DeviceSet.from_strings(runtime.device_names), [None, *placements],
+                       outcome.measured, "place")
         outcome.winner = _faster_beyond_noise(outcome.measured[1:])
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
-        log.info(_verdict(outcome))
-    simulated = outcome.placement or placements[0]
-    outcome.predicted = SimulatedMeasurer(
-        workload.graph, workload.cost_model, devices,
-        memory_capacity=dict(zip(problem.device_names, problem.capacity_bytes))
-    ).evaluate([None, simulated], list(LABELS))
+        outcome.verdict = _verdict(outcome)       # the surfaces say it, once
+    measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation)
+    if outcome.placement is None:          # kept as written: predicted before = after
+        outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
+    else:
+        outcome.predicted = measurer.evaluate([None, outcome.placement], list(LABELS))
     return outcome
 
 

@@ -141,3 +141,17 @@ def test_simulated_devices_may_have_other_links(graph):
     for bad in ("fast", "25", "25:0", "-1:5", "1:2:0.7", "1:2:3:4"):
         with pytest.raises(tp.PlacetoError, match="link"):
             Link.parse(bad)
+
+
+def test_more_devices_keep_the_calibrated_link_unless_another_link_is_asked(graph):
+    from tf_placeto.measure.calibration import Calibration
+    from tf_placeto.measure.costmodel import Link
+
+    model = _model(graph)
+    model.meta["devices"] = ["/device:CPU:0", "/device:CPU:1"]
+    model.calibration = Calibration(copy_us=9.0, latency_us=300.0, bytes_per_us=50.0,
+                                    copy_share=0.1)
+    assert model.with_more_devices(4)[1].calibration == model.calibration
+    asked = model.with_more_devices(4, Link.parse("25:7600"))[1].calibration
+    assert asked.latency_us is None and asked.bytes_per_us is None and asked.copy_share is None
+    assert asked.copy_us == 9.0

@@ -1,7 +1,6 @@
 """Fitting the calibration: the log of real runs, the placements it measures, a fit that finds
 known parameters, and on a real cluster a fit that predicts placements it never saw."""
 
-import dataclasses
 import json
 import os
 
@@ -12,7 +11,7 @@ import pytest
 import tf_placeto as tp
 from tests.helpers import estimated_cost_model
 from tf_placeto.measure import fitting
-from tf_placeto.measure.calibration import Calibration
+from tf_placeto.measure.calibration import CALIBRATION_FILE, Calibration
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 
 WORKERS = ["/job:worker/replica:0/task:0/device:CPU:0",
@@ -71,11 +70,11 @@ def test_a_fit_finds_the_costs_that_made_the_runs(graph):
     groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
     chosen = fitting.calibration_placements(groupings, WORKERS, count=20, seed=0)
     model.calibration = truth
-    real = SimulatedMeasurer(graph, model, devices).evaluate([p for _, p in chosen])
+    real = SimulatedMeasurer.from_profile(graph, model, devices).evaluate([p for _, p in chosen])
     model.calibration = None
-    observations = [fitting.Observation(SimulatedMeasurer(graph, model, devices)
-                                        .device_indices(p).tolist(), r.step_time_s, label)
-                    for (label, p), r in zip(chosen, real)]
+    measurer = SimulatedMeasurer.from_profile(graph, model, devices)
+    observations = [fitting.Observation(measurer.device_indices(p).tolist(), r.step_time_s,
+                                        label) for (label, p), r in zip(chosen, real)]
     quality = fitting.held_out(graph, model, devices, observations)
     assert quality["calibrated"]["median_error"] < 0.05
     assert quality["uncalibrated"]["median_error"] > 0.3
@@ -110,30 +109,31 @@ def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(graph, t
     devices = tp.DeviceSet.from_strings(runtime.device_names)
     errors = {}
     for calibrated in (True, False):
-        predicted = SimulatedMeasurer(graph, made.model, devices, calibrated=calibrated
-                                      ).evaluate([p for _, p in chosen])
+        predicted = SimulatedMeasurer.from_profile(graph, made.model, devices,
+                                                   calibrated=calibrated
+                                                   ).evaluate([p for _, p in chosen])
         errors[calibrated] = fitting.accuracy([r.step_time_s for r in predicted],
                                               real)["median_error"]
     assert errors[True] < errors[False]
     assert errors[True] < 0.5
-    stored = json.load(open(os.path.join(made.directory, "calibration.json")))
-    assert Calibration(**stored) == calibration
-    assert dataclasses.asdict(calibration)["quality"]["folds"] == fitting.FOLDS
+    with open(os.path.join(made.directory, CALIBRATION_FILE)) as stored:
+        assert Calibration(**json.load(stored)) == calibration
+    assert calibration.quality["folds"] == fitting.FOLDS
 
 
 def test_every_real_measurement_is_logged_for_the_next_fit(mlp_model, graph, tmp_path):
     """`measure` appends its real runs beside the graph's profile on those devices, where the
     next load of the profile refits on them."""
     from tf_placeto import api
-    from tf_placeto.measure.costmodel import profile_directory
+    from tf_placeto.measure.costmodel import profile_directory, profile_key
 
     devices = ["/device:CPU:0", "/device:CPU:1"]
     moved = dict.fromkeys([op.name for op in graph.ops], devices[1])
     results = api.measure_steps(mlp_model, [None, moved], labels=["as written", "moved"],
                                 devices="2", repeats=3, cache=str(tmp_path))
     assert [r.status for r in results] == ["ok", "ok"]
-    observations = fitting.read(profile_directory(graph, devices, str(tmp_path)),
-                                len(graph.ops))
+    observations = fitting.read(profile_directory(profile_key(graph, devices)[0],
+                                                  str(tmp_path)), len(graph.ops))
     assert [(o.label, o.origin) for o in observations] == [("as written", "measure"),
                                                            ("moved", "measure")]
     assert observations[1].assignment == [1] * len(graph.ops)

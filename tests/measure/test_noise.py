@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from tf_placeto.measure.noise import Interval, interleave, median_interval, ratio_interval
+from tf_placeto.measure.noise import (TARGET_HALF_WIDTH, Interval, interleave, median_interval,
+                                      ratio_interval)
 
 
 def test_the_median_interval_contains_the_true_median_as_often_as_it_promises():
@@ -47,18 +48,20 @@ def test_interleaving_rotates_the_order_and_stops_when_narrow():
             return seconds * rng.lognormal(0.0, 0.01)
         return run
 
-    series = interleave([step("A", 0.01), step("B", 0.02)], ["A", "B"], repeats="auto")
+    series = interleave([step("A", 0.01), step("B", 0.02)], repeats="auto")
     rounds = len(series[0].times_s)
     assert 5 <= rounds < 60 and len(series[1].times_s) == rounds
     assert calls[:4] == ["A", "B", "B", "A"]           # round 2 starts with B
     assert series[1].interval.contains(0.02) or abs(series[1].interval.median - 0.02) < 1e-3
+    assert ratio_interval(series[1].times_s, series[0].times_s).relative_half_width <= \
+        TARGET_HALF_WIDTH                               # stopped because it was narrow
 
 
 def test_a_failing_step_drops_out_with_its_reason_and_the_others_go_on():
     def broken():
         raise RuntimeError("worker 1 died")
 
-    series = interleave([lambda: 0.01, broken], ["ok", "broken"], repeats=4)
+    series = interleave([lambda: 0.01, broken], repeats=4)
     assert len(series[0].times_s) == 4 and series[1].times_s == []
     assert isinstance(series[1].error, RuntimeError) and "worker 1 died" in str(series[1].error)
     assert isinstance(series[0].interval, Interval)

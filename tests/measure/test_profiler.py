@@ -24,7 +24,7 @@ def runtime():
 
 def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="tf_placeto")
-    first = profile(graph, runtime, cache=str(tmp_path), runs=3)
+    first = profile(graph, runtime, cache=str(tmp_path), runs=3, calibration_runs=0)
     assert not first.cached
     ops = first.model.ops.set_index("op")
     convs = [op.name for op in graph.ops if op.type == "Conv2DBackpropFilter"]

@@ -165,13 +165,14 @@ def test_a_fixed_copy_time_is_spent_by_both_ends_on_top_of_the_wire():
 
 
 def test_each_task_besides_the_sessions_own_costs_its_step_overhead():
-    """Devices 0 and 1 are in task 0 (the session's), device 2 in task 1: a step that uses
-    task 1 at all pays remote_task_us once, however many of its devices run ops."""
-    problem = make_problem([4.0, 6.0], tensors=[(0, 8), (1, 8)], n_devices=3,
-                           device_task=np.array([0, 0, 1]), remote_task_us=100.0)
+    """Devices 0 and 1 are in task 0 (the session's), devices 2 and 3 in task 1: a step that
+    uses task 1 at all pays remote_task_us once, however many of its devices run ops."""
+    problem = make_problem([4.0, 6.0], tensors=[(0, 8), (1, 8)], n_devices=4,
+                           device_task=np.array([0, 0, 1, 1]), remote_task_us=100.0)
     assert simulate(problem, np.array([0, 1])).step_time_us == pytest.approx(6.0)
     assert simulate(problem, np.array([2, 2])).step_time_us == pytest.approx(110.0)
     assert simulate(problem, np.array([0, 2])).step_time_us == pytest.approx(106.0)
+    assert simulate(problem, np.array([2, 3])).step_time_us == pytest.approx(106.0)
 
 
 def test_an_op_reading_a_remote_input_takes_its_remote_extra():

@@ -48,7 +48,7 @@ def test_every_placer_obeys_the_problems_rules(method, two_devices):
 
 def test_every_placer_is_registered_in_report_order():
     shipped = ["single", "expert", "round_robin", "random", "metis", "m_topo", "m_etf",
-               "m_sct", "heft", "optimal", "rnn", "placeto"]    # each has its test file
+               "m_sct", "heft", "optimal", "rnn", "placeto"]    # each runs in the tests below
     assert [name for name in methods.names() if name in shipped] == shipped
     orders = [spec.order for spec in methods.specs()]
     assert orders == sorted(orders)

@@ -8,13 +8,22 @@ from tf_placeto import methods
 
 
 def test_searching_placers_are_not_rerun_on_smaller_memory_budgets(small_cnn_groups,
-                                                                   two_devices):
+                                                                   two_devices, monkeypatch):
     """The RNN planner judges memory in the simulator: one search of its budget, even where
     its answer does not fit (a hopeless capacity)."""
+    calls = []
+    planner = methods.spec("rnn")
+
+    def counted(problem, **options):
+        calls.append(problem.capacity_bytes.copy())
+        return planner.place(problem, **options)
+
+    monkeypatch.setitem(methods._SPECS, "rnn", dataclasses.replace(planner, place=counted))
     capacity = 0.2 * two_devices.memory_bytes.sum()
     capped = build_problem(small_cnn_groups, 2, capacity_bytes=[capacity] * 2)
     result = methods.place("rnn", capped, budget=16)
     assert result.info["memory_margin"] == 1.0 and result.info["evaluations"] == 16
+    assert len(calls) == 1 and (calls[0] == capped.capacity_bytes).all()
 
 
 def test_a_time_limit_bounds_every_try_together(small_cnn_groups, two_devices, monkeypatch):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tf_placeto.policy.training import TrainingConfig
-
 
 @pytest.fixture(scope="session")
 def tiny():
+    from tf_placeto.policy.training import TrainingConfig  # heavy: TF-Agents, only when used
+
     return TrainingConfig(episodes=2, embedding=8, rounds=2, seed=3)

@@ -5,10 +5,10 @@ A SavedModel is what every command reads and writes, so an example's op names ar
 session and the TensorFlow runtime, which the caller may still want to configure (logical
 devices must be set before the runtime starts).
 
-Graph families (examples/families.py): `examples:F-K` is member K of family F, drawn with
-seed K; `names()` lists the single graphs, `families()` the members.
+Graph families (tf_placeto/examples/families.py): `examples:F-K` is member K of family F,
+drawn with seed K; `names()` lists the single graphs, `families()` the members.
 
-Cache: $TF_PLACETO_CACHE, else ~/.cache/tf_placeto.
+Cache: tf_placeto.cache.cache_dir("examples").
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ SIGNATURE = "train_step"
 @dataclasses.dataclass(frozen=True)
 class Example:
     name: str
-    builder: str          # "module.function" under examples/, called with `args`
+    builder: str          # "module.function" under tf_placeto/examples/, called with `args`
     description: str
     version: int = 1      # bump when the builder changes: the cache key includes it
     args: tuple = ()

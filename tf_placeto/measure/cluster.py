@@ -254,9 +254,11 @@ class LocalCluster(Cluster):
         command = [sys.executable, "-m", "tf_placeto.measure.worker",
                    "--cluster", json.dumps({"worker": self.addresses}), "--task", str(task),
                    "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid())]
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
+        # the folder that holds the tf_placeto package: a worker imports the same code
+        source_root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(worker.__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+            filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
         with open(self.log_paths[task], "ab") as log:
             # start_new_session: a Ctrl-C in the terminal reaches this process, which stops
             # the workers itself, instead of killing them under a measurement it may finish.

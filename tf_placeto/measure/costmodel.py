@@ -71,10 +71,10 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
     return key, parts
 
 
-def profile_directory(graph: OpGraph, device_names, cache: Optional[str] = None) -> str:
-    """Where the profile of `graph` on `device_names` is kept, with its calibration and the
-    real runs of the graph on those devices (tf_placeto.measure.fitting)."""
-    return os.path.join(cache or cache_dir("profiles"), profile_key(graph, device_names)[0])
+def profile_directory(key: str, cache: Optional[str] = None) -> str:
+    """Where the profile of `key` (profile_key) is kept, with its calibration and the real
+    runs of its graph on its devices (tf_placeto.measure.fitting)."""
+    return os.path.join(cache or cache_dir("profiles"), key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +196,10 @@ class CostModel:
         first = profiled[0]
         names = [dataclasses.replace(first, task=k, index=0).name if not first.is_local
                  else dataclasses.replace(first, index=k).name for k in range(count)]
+        calibration = self.calibration
+        if calibration is not None and link is not None:     # the link asked about, as given
+            calibration = dataclasses.replace(calibration, latency_us=None, bytes_per_us=None,
+                                              copy_share=None)
         if link is None and count > 1:
             link = Link(float(self.links["latency_us"].median()),
                         float(self.links["bytes_per_us"].median()),
@@ -204,10 +208,6 @@ class CostModel:
         links = pd.DataFrame([{"src": a, "dst": b, **pair} for a in names for b in names if a != b],
                              columns=LINK_COLUMNS)
         meta = {**self.meta, "simulated_devices": names, "simulated_link": pair}
-        calibration = self.calibration
-        if calibration is not None and link is not None:     # the link asked about, as given
-            calibration = dataclasses.replace(calibration, latency_us=None, bytes_per_us=None,
-                                              copy_share=None)
         return names, CostModel(ops=self.ops, links=links, meta=meta, calibration=calibration)
 
     def save(self, directory: str) -> None:

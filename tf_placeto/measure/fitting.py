@@ -31,7 +31,7 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.measure.calibration import Calibration
 from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.measurer import SimulatedMeasurer, device_indices
+from tf_placeto.measure.measurer import device_indices, simulation_problem, written_indices
 from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import simulate
@@ -72,9 +72,10 @@ def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placeme
     last, which `read` skips."""
     if directory is None:
         return 0
+    written = written_indices(graph, devices)
     lines = [json.dumps(dataclasses.asdict(Observation(
-        device_indices(graph, devices, placement).tolist(), float(result.step_time_s),
-        result.label, origin)))
+        device_indices(graph, devices, placement, written).tolist(),
+        float(result.step_time_s), result.label, origin)))
         for placement, result in zip(placements, results)
         if result.status == OK and not result.simulated and np.isfinite(result.step_time_s)]
     if lines:
@@ -105,10 +106,11 @@ def read(directory: str, n_ops: int) -> list:
 
 
 class _Predictor:
-    """Simulated steps (seconds) of observed placements under any calibration."""
+    """Simulated steps (seconds) of observed placements under any calibration; a fit
+    simulates every observation hundreds of times, so their placements are arrays once."""
 
     def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet):
-        self.base = SimulatedMeasurer(graph, cost_model, devices, calibrated=False).problem
+        self.base = simulation_problem(graph, cost_model, devices, calibrated=False)
         self.executions = cost_model.executions(graph)
         off = ~np.eye(self.base.n_devices, dtype=bool)
         self.latency_us = float(np.median(self.base.link_latency_us[off])) if off.any() else 0.0
@@ -116,11 +118,12 @@ class _Predictor:
             if off.any() else np.inf
         self.copy_share = float(np.median(self.base.link_copy_share[off])) if off.any() else 0.0
 
-    def predict(self, calibration: Optional[Calibration], observations) -> np.ndarray:
+    def predict(self, calibration: Optional[Calibration], placements) -> np.ndarray:
+        """placements: device index arrays (`_placements(observations)`)."""
         problem = self.base if calibration is None else calibration.apply(self.base,
                                                                           self.executions)
-        return np.array([simulate(problem, np.asarray(o.assignment, np.int64)).step_time_us
-                         for o in observations]) / 1e6
+        return np.array([simulate(problem, placement).step_time_us
+                         for placement in placements]) / 1e6
 
     def start(self) -> Calibration:
         """The profile as it stands: its links, nothing more."""
@@ -142,6 +145,10 @@ class _Predictor:
         return Calibration(**values, latency_us=latency, bytes_per_us=bytes_per_us)
 
 
+def _placements(observations) -> list:
+    return [np.asarray(o.assignment, np.int64) for o in observations]
+
+
 def fit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations: Sequence,
         start: Optional[Calibration] = None, iterations: int = FIT_ITERATIONS
         ) -> Calibration:
@@ -155,12 +162,13 @@ def fit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations:
 
 def _fit(predictor: _Predictor, observations, start, iterations) -> Calibration:
     real = np.log([o.step_s for o in observations])
+    placements = _placements(observations)
     prior = predictor.to_vector(predictor.start())
     x0 = predictor.to_vector(start or predictor.start())
 
     def residuals(x):
         simulated = np.log(np.maximum(predictor.predict(predictor.from_vector(x),
-                                                        observations), 1e-9))
+                                                        placements), 1e-9))
         return np.concatenate([simulated - real, PRIOR_WEIGHT * (x - prior)])
 
     bounds = ([low for *_, low, _ in _PARAMETERS], [high for *_, high in _PARAMETERS])
@@ -181,17 +189,23 @@ def held_out(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observat
              folds: int = FOLDS, seed: int = 0, iterations: int = FIT_ITERATIONS) -> dict:
     """How well the fit predicts runs it did not see: each fold is predicted by a fit to the
     others. {"calibrated": accuracy, "uncalibrated": accuracy, "runs": n, "folds": k}."""
-    predictor = _Predictor(graph, cost_model, devices)
+    return _held_out(_Predictor(graph, cost_model, devices), observations, folds, seed,
+                     iterations)
+
+
+def _held_out(predictor: _Predictor, observations, folds: int = FOLDS, seed: int = 0,
+              iterations: int = FIT_ITERATIONS) -> dict:
     real = np.array([o.step_s for o in observations])
+    placements = _placements(observations)
     fold_of = np.random.default_rng(seed).permutation(len(observations)) % folds
     predicted = np.empty(len(observations))
     for fold in range(folds):
         train = [o for o, f in zip(observations, fold_of) if f != fold]
-        test = [o for o, f in zip(observations, fold_of) if f == fold]
+        test = [p for p, f in zip(placements, fold_of) if f == fold]
         predicted[fold_of == fold] = predictor.predict(
             _fit(predictor, train, None, iterations), test)
     return {"calibrated": accuracy(predicted, real),
-            "uncalibrated": accuracy(predictor.predict(None, observations), real),
+            "uncalibrated": accuracy(predictor.predict(None, placements), real),
             "runs": len(observations), "folds": folds}
 
 
@@ -221,8 +235,9 @@ def calibration_placements(groupings: Sequence[GroupGraph], devices: Sequence[st
         picks = [devices[int(rng.random() > lean)] if len(devices) == 2
                  else devices[rng.integers(len(devices))] for _ in range(len(grouping))]
         placement = grouping.placement_for(picks)
-        if tuple(sorted(placement.items())) not in seen:
-            seen.add(tuple(sorted(placement.items())))
+        key = tuple(sorted(placement.items()))
+        if key not in seen:
+            seen.add(key)
             choices.append((f"random #{len(choices)} ({len(grouping)} groups)", placement))
     return choices[:count]
 
@@ -238,9 +253,9 @@ def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory
     log.info(f"timing {len(chosen)} placements in turns to calibrate the simulator")
     results = measure_interleaved(graph, runtime, chosen, labels, repeats="auto",
                                   budget_s=budget_s, max_rounds=CALIBRATION_ROUNDS, trace=False)
-    failed = [r for r in results if r.status != OK]
-    for result in failed:
-        log.warning(f"calibration run {result.label!r} failed: {result.reason}")
+    for result in results:
+        if result.status != OK:
+            log.warning(f"calibration run {result.label!r} failed: {result.reason}")
     record(directory, graph, devices, chosen, results, "profile")
     return refresh(graph, cost_model, devices, directory, force=True)
 
@@ -256,9 +271,9 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
         return current
     observations = logged[-RECENT_OBSERVATIONS:]
     log.info(f"fitting the simulator to {len(observations)} real runs")
-    calibration = fit(graph, cost_model, devices, observations, start=current)
-    quality = held_out(graph, cost_model, devices, observations) \
-        if len(observations) >= MIN_HELD_OUT else {}
+    predictor = _Predictor(graph, cost_model, devices)
+    calibration = _fit(predictor, observations, current, FIT_ITERATIONS)
+    quality = _held_out(predictor, observations) if len(observations) >= MIN_HELD_OUT else {}
     calibration = dataclasses.replace(calibration, quality=quality, observations=len(logged))
     calibration.save(directory)
     cost_model.calibration = calibration

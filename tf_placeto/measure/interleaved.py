@@ -13,8 +13,6 @@ import contextlib
 import itertools
 from typing import Mapping, Optional, Sequence, Union
 
-import numpy as np
-
 from tf_placeto.devices import DeviceSet
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
@@ -59,8 +57,8 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                 continue
             running[index] = session
         with progress(desc="measuring in turns", unit="round", leave=False) as bar:
-            series = interleave([session.step for session in running.values()],
-                                [labels[i] for i in running], repeats, budget_s,
+            series = interleave([session.step for session in running.values()], repeats,
+                                budget_s,
                                 on_round=lambda rounds: bar.update(1), max_rounds=max_rounds)
         for (index, session), runs in zip(running.items(), series):
             result = results[index]
@@ -69,21 +67,12 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                     raise runs.error
                 result.status, result.reason = failure(runs.error, timeout_s)
             if runs.times_s:
-                _fill_times(result, runs)
+                result.set_times(runs.times_s)
             if result.status == OK and trace:
                 result.trace = session.traced_step()
                 result.peak_memory_bytes = step_stats.peak_memory_bytes(result.trace)
     _compare_in_pairs(results, {index: runs.times_s for index, runs in zip(running, series)})
     return results
-
-
-def _fill_times(result: MeasureResult, runs) -> None:
-    times = np.asarray(runs.times_s)
-    q1, q3 = np.percentile(times, [25, 75])
-    interval = runs.interval
-    result.step_time_s, result.spread_s = interval.median, float(q3 - q1)
-    result.min_s, result.max_s, result.runs = float(times.min()), float(times.max()), len(times)
-    result.interval = interval.to_json()
 
 
 def _compare_in_pairs(results: list, times: dict) -> None:

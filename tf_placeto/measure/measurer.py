@@ -9,6 +9,7 @@ nothing already measured.
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import hashlib
 import json
@@ -24,6 +25,7 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.costmodel import CostModel
+from tf_placeto.measure.noise import median_interval
 from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import SimulationProblem, simulate
@@ -56,10 +58,18 @@ class MeasureResult:
     trace: object = None              # the traced run's RunMetadata when kept, never stored
 
     def to_json(self) -> dict:
-        data = dataclasses.asdict(self)
-        data.pop("schedule")
-        data.pop("trace")
-        return data
+        """The stored fields (the schedule and trace are not: large, and not JSON)."""
+        return {field.name: copy.deepcopy(getattr(self, field.name))
+                for field in dataclasses.fields(self) if field.name not in ("schedule", "trace")}
+
+    def set_times(self, times_s) -> None:
+        """The step figures of timed runs: median with its interval, spread, extremes."""
+        times = np.asarray(times_s, dtype=float)
+        q1, q3 = np.percentile(times, [25, 75])
+        interval = median_interval(times)
+        self.step_time_s, self.spread_s = interval.median, float(q3 - q1)
+        self.min_s, self.max_s, self.runs = float(times.min()), float(times.max()), len(times)
+        self.interval = interval.to_json()
 
 
 def placement_key(placement: Optional[Mapping]) -> str:
@@ -142,23 +152,19 @@ class RealMeasurer(Measurer):
             reason = f"worker task(s) {dead} died during the measurement; {reason}"
         result = MeasureResult(key=key, status=runs.status, reason=reason)
         if runs.status == OK:
-            times = np.array(runs.step_times_s)
-            q1, median, q3 = np.percentile(times, [25, 50, 75])
-            result = dataclasses.replace(
-                result, step_time_s=float(median), spread_s=float(q3 - q1),
-                min_s=float(times.min()), max_s=float(times.max()), runs=len(times),
-                peak_memory_bytes=step_stats.peak_memory_bytes(runs.traces[-1])
-                if runs.traces else {})
+            result.set_times(runs.step_times_s)
+            if runs.traces:
+                result.peak_memory_bytes = step_stats.peak_memory_bytes(runs.traces[-1])
         self._remember(key, result)
         return result
 
     def _remember(self, key: str, result: MeasureResult) -> None:
-        self.known[key] = result.to_json()
+        self.known[key] = stored = result.to_json()
         if self.log_path is None:
             return
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         with open(self.log_path, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"key": key, **result.to_json()}) + "\n")
+            log.write(json.dumps({"key": key, **stored}) + "\n")
             log.flush()
             os.fsync(log.fileno())
 
@@ -193,42 +199,59 @@ def written_indices(graph: OpGraph, devices: DeviceSet) -> np.ndarray:
 
 
 def device_indices(graph: OpGraph, devices: DeviceSet, placement: Optional[Mapping],
-                   written: Optional[np.ndarray] = None) -> np.ndarray:
+                   written: np.ndarray) -> np.ndarray:
     """Device index of each op under `placement` ({op: device}); ops it leaves out stay
-    where the graph has them (`written`, when known: written_indices)."""
-    indices = (written_indices(graph, devices) if written is None else written).copy()
+    where the graph has them (`written`: written_indices)."""
+    indices = written.copy()
     index = {name: i for i, name in enumerate(devices.names)}
     for name, device in (placement or {}).items():
         indices[graph.index(name)] = index[device]
     return indices
 
 
-class SimulatedMeasurer(Measurer):
-    """Predicts each placement from a profile with the event simulator, calibrated against
-    real runs where the profile has been (`calibrated=False`: the profile alone)."""
+def simulation_problem(graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
+                       memory_capacity: Optional[Mapping] = None,
+                       calibrated: bool = True) -> SimulationProblem:
+    """The op-level simulator's problem of `graph` on `devices` under a profile, calibrated
+    against real runs where the profile has been (`calibrated=False`: the profile alone).
+    Tasks are numbered in the order the devices name them: task 0, whose steps cost no
+    RunGraph call, is the first device's, which on a runtime is the session's own."""
+    names = devices.names
+    types = list(dict.fromkeys(d.device_type for d in devices))
+    latency, bandwidth, copy_share = cost_model.link_arrays(names)
+    capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
+    tasks = list(dict.fromkeys((d.job, d.replica, d.task) for d in devices))
+    problem = SimulationProblem.from_op_graph(
+        graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
+        remote_extra_us=cost_model.remote_extra_us(graph, types),
+        device_type_of=np.array([types.index(d.device_type) for d in devices]),
+        link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
+        memory_capacity=capacity,
+        op_overhead_us=cost_model.op_overhead_us(types[0]),
+        device_task=[tasks.index((d.job, d.replica, d.task)) for d in devices])
+    calibration = cost_model.calibration if calibrated else None
+    return problem if calibration is None else calibration.apply(
+        problem, cost_model.executions(graph))
 
-    def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
-                 memory_capacity: Optional[Mapping] = None, schedule: bool = False,
-                 calibrated: bool = True):
+
+class SimulatedMeasurer(Measurer):
+    """Predicts each placement with the event simulator, on an op-level problem: a
+    PlacementProblem's `simulation`, or a profile's (`from_profile`)."""
+
+    def __init__(self, graph: OpGraph, devices: DeviceSet, problem: SimulationProblem,
+                 schedule: bool = False):
         super().__init__(graph, devices)
-        names = devices.names
-        types = list(dict.fromkeys(d.device_type for d in devices))
-        latency, bandwidth, copy_share = cost_model.link_arrays(names)
-        capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
-        tasks = list(dict.fromkeys((d.job, d.replica, d.task) for d in devices))
-        problem = SimulationProblem.from_op_graph(
-            graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
-            remote_extra_us=cost_model.remote_extra_us(graph, types),
-            device_type_of=np.array([types.index(d.device_type) for d in devices]),
-            link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
-            memory_capacity=capacity,
-            op_overhead_us=cost_model.op_overhead_us(types[0]),
-            device_task=[tasks.index((d.job, d.replica, d.task)) for d in devices])
-        calibration = cost_model.calibration if calibrated else None
-        self.problem = problem if calibration is None else calibration.apply(
-            problem, cost_model.executions(graph))
+        self.problem = problem
         self.schedule = schedule
         self._written = written_indices(graph, devices)
+
+    @classmethod
+    def from_profile(cls, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
+                     memory_capacity: Optional[Mapping] = None, schedule: bool = False,
+                     calibrated: bool = True) -> "SimulatedMeasurer":
+        """See simulation_problem."""
+        return cls(graph, devices, simulation_problem(graph, cost_model, devices,
+                                                      memory_capacity, calibrated), schedule)
 
     def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
         return device_indices(self.graph, self.devices, placement, self._written)

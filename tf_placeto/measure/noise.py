@@ -1,7 +1,8 @@
 """Step times that know their noise: medians with intervals, and interleaved runs.
 
-On a shared machine one placement timed twice can differ by 2x, and the machine drifts while
-it is being measured. So placements are timed in rounds (A B C, B C A, C A B, ...) that expose
+On a shared machine one placement timed twice can differ by 2x (the 16 placements of issue
+19's report, each measured twice in two sessions), and the machine drifts while it is being
+measured. So placements are timed in rounds (A B C, B C A, C A B, ...) that expose
 every placement to the same drift, and each placement is judged by the ratio of its time to
 the baseline's *in the same round*. Intervals are distribution-free: the order statistics that
 bracket a median with the asked confidence (a sign test), so no normality is assumed.
@@ -78,7 +79,6 @@ class Series:
     """One placement's interleaved step times (seconds): times_s[r] is round r's, so two
     series pair up round by round (a series that failed stops early)."""
 
-    label: str
     times_s: list = dataclasses.field(default_factory=list)
     error: Optional[BaseException] = None      # what stopped it, if anything did
 
@@ -87,7 +87,7 @@ class Series:
         return median_interval(self.times_s)
 
 
-def interleave(steps: Sequence[Callable[[], float]], labels: Sequence[str],
+def interleave(steps: Sequence[Callable[[], float]],
                repeats: Union[int, str] = "auto", budget_s: float = 60.0,
                on_round: Callable[[int], None] = lambda rounds: None,
                max_rounds: int = MAX_ROUNDS) -> list:
@@ -100,7 +100,9 @@ def interleave(steps: Sequence[Callable[[], float]], labels: Sequence[str],
     its seconds.
     A callable that raises drops out; its Series keeps the exception as `error`.
     """
-    series = [Series(label) for label in labels]
+    series = [Series() for _ in steps]
+    if not steps:
+        return series
     start = time.perf_counter()
     rounds = 0
     while True:

@@ -69,7 +69,7 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
     real runs have been logged since its fit.
     """
     key, parts = profile_key(graph, runtime.device_names)
-    directory = profile_directory(graph, runtime.device_names, cache)
+    directory = profile_directory(key, cache)
     cached = CostModel.load(directory)
     devices = DeviceSet.from_strings(runtime.device_names)
     if cached is not None:

@@ -9,12 +9,15 @@ into one kernel named after one member, a few nodes added (_Send/_Recv, folded c
 from __future__ import annotations
 
 import collections
+import re
 
 import numpy as np
 
 from tf_placeto.devices import canonical_device
 from tf_placeto.graph.importer import called_functions
 from tf_placeto.graph.op_graph import OpGraph
+
+_TF_DEVICE = re.compile(r"^(.*?/device:[^/:]+:\d+)(.*)$")
 
 
 def node_devices(run_metadata) -> dict:
@@ -95,5 +98,13 @@ def peak_memory_bytes(run_metadata) -> dict:
     return peaks
 
 
+def split_device(tf_device: str) -> tuple:
+    """(canonical device, what follows it) of a device as step stats name it, perhaps with a
+    GPU stream after it: '/job:localhost/replica:0/task:0/device:GPU:0/stream:3' ->
+    ('/device:GPU:0', '/stream:3'). Not a device: (the name, '')."""
+    match = _TF_DEVICE.match(tf_device)
+    return (canonical_device(match[1]), match[2]) if match else (tf_device, "")
+
+
 def _device(dev_stats) -> str:
-    return canonical_device(dev_stats.device.split(":stream")[0])
+    return split_device(dev_stats.device)[0]

@@ -15,14 +15,13 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from tf_placeto.devices import canonical_device
+from tf_placeto.cache import write_atomically
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.measure.step_stats import split_device
 
 # Timeline's process of a device's ops; its other processes (allocators, tensors) stay empty
 # without show_memory.
 _COMPUTE = " Compute"
-# A device as step stats name it, perhaps with a GPU stream after it: ".../device:GPU:0/stream:3"
-_TF_DEVICE = re.compile(r"^(.*?/device:[^/:]+:\d+)(.*)$")
 # Rows of a simulated device: its ops, its share of copying tensors, then a row per link out.
 _OPS_TID, _COPIES_TID, _FIRST_LINK_TID = 0, 1, 2
 
@@ -76,10 +75,8 @@ def traced_trace(run_metadata, devices: Sequence[str]) -> dict:
 
 
 def write_trace(trace: dict, path: str) -> str:
-    """Write one trace as JSON, its folder made first; the path, for the caller to report."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(trace, f)
+    """Write one trace as JSON, whole or not at all; the path, for the caller to report."""
+    write_atomically(path, lambda file: json.dump(trace, file))
     return path
 
 
@@ -119,8 +116,7 @@ def _file_stem(label: str) -> str:
 
 def _device_name(tf_device: str) -> str:
     """'/job:localhost/replica:0/task:0/device:CPU:1' -> '/device:CPU:1', a stream kept after."""
-    match = _TF_DEVICE.match(tf_device)
-    return canonical_device(match[1]) + match[2] if match else tf_device
+    return "".join(split_device(tf_device))
 
 
 def _trace(events: list, processes: dict, threads: dict) -> dict:

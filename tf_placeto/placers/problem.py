@@ -25,7 +25,7 @@ import numpy as np
 
 from tf_placeto.graph.grouping import GroupGraph, coarsen
 from tf_placeto.measure import simulator
-from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.measurer import simulation_problem
 
 
 @dataclasses.dataclass
@@ -63,9 +63,8 @@ class PlacementProblem:
         capacity_bytes: memory per device (default unlimited).
         """
         capacity = None if capacity_bytes is None else dict(zip(devices.names, capacity_bytes))
-        measurer = SimulatedMeasurer(groups.op_graph, cost_model, devices,
-                                     memory_capacity=capacity)
-        return cls.from_simulation(groups, measurer.problem)
+        return cls.from_simulation(groups, simulation_problem(groups.op_graph, cost_model,
+                                                              devices, capacity))
 
     @classmethod
     def from_simulation(cls, groups: GroupGraph, simulation,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.single import all_on
 
 
 class Objective:
@@ -39,6 +40,4 @@ def _best_single(problem: PlacementProblem) -> int:
 
 def single_device(problem: PlacementProblem) -> np.ndarray:
     """Every group on the best single device, or on its first allowed device."""
-    best = _best_single(problem)
-    allowed = problem.allowed
-    return np.where(allowed[:, best], best, allowed.argmax(axis=1)).astype(np.int64)
+    return all_on(problem, _best_single(problem))

@@ -46,8 +46,9 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
         problem.link_copy_share, problem.link_copy_us)
     step = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
-               copy_end.max(initial=0.0)) + problem.remote_task_us * remote_tasks(problem,
-                                                                                 placement)
+               copy_end.max(initial=0.0))
+    if problem.remote_task_us:        # the other tasks' RunGraph calls: after the schedule
+        step += problem.remote_task_us * remote_tasks(problem, placement)
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),

@@ -10,7 +10,7 @@ import numpy as np
 
 from tf_placeto.placers.common import EdgeTiming, edge_timing
 from tf_placeto.placers.objectives import OBJECTIVES, chain_heads, run_order
-from tf_placeto.placers.optimal.model import all_edges, fits_memory, links_alike
+from tf_placeto.placers.optimal.model import all_edges, fits_memory
 from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
 from tf_placeto.placers.problem import PlacementProblem
 
@@ -67,7 +67,7 @@ def _assignment(program: Program, problem: PlacementProblem) -> np.ndarray:
     copies of each decision."""
     n, n_devices = problem.n_groups, problem.n_devices
     upper = problem.allowed.astype(np.float64)
-    if _interchangeable(problem):
+    if problem.interchangeable:
         upper[np.arange(n_devices)[None, :] > np.arange(n)[:, None]] = 0.0
     x = program.variables((n, n_devices), upper=upper, integral=True)
     program.constrain(np.ones(n), (1.0, x), upper=np.ones(n))
@@ -175,10 +175,3 @@ def _chains_us(problem: PlacementProblem, timing: EdgeTiming) -> tuple:
 
 def _fastest_us(problem: PlacementProblem) -> np.ndarray:
     return np.where(problem.allowed, problem.compute_us, np.inf).min(axis=1)
-
-
-def _interchangeable(problem: PlacementProblem) -> bool:
-    """Every device alike: its costs, its capacity and its links."""
-    return bool(np.array_equal(problem.compute_us, problem.compute_us[:, :1].repeat(
-        problem.n_devices, axis=1)) and np.unique(problem.capacity_bytes).size == 1
-        and links_alike(problem))
