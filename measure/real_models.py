@@ -149,6 +149,15 @@ def lstm(vocabulary: int = 5000, seq: int = 32):
     return _keras_inference(model, 16, dtype="int32")
 
 
+def gru(vocabulary: int = 5000, seq: int = 32):
+    keras = _fresh_keras()
+    model = keras.Sequential([keras.Input((seq,), dtype="int32"),
+                              keras.layers.Embedding(vocabulary, 64),
+                              keras.layers.Bidirectional(keras.layers.GRU(64)),
+                              keras.layers.Dense(10)])
+    return _keras_inference(model, 16, dtype="int32")
+
+
 def branches(count: int = 4, chain: int = 4, size: int = 512):
     """`count` chains of `chain` matmuls, each on its own slice of the input, summed at the end."""
     import tensorflow as tf  # heavy: loaded by the builders only
@@ -188,6 +197,7 @@ MODELS = {m.name: m for m in [
     RealModel("control_flow", control_flow, "tf.cond + tf.while_loop over 256x256 matmuls, 8 turns"),
     RealModel("lookup", lookup, "string StaticHashTable lookup + embedding + dense, batch 32x16"),
     RealModel("lstm", lstm, "Embedding + LSTM(128) + Dense, batch 16, seq 32 (recurrent)"),
+    RealModel("gru", gru, "Embedding + Bidirectional(GRU(64)) + Dense, batch 16, seq 32"),
     RealModel("branches", branches, "four independent chains of 4 matmuls 512x512, summed"),
     RealModel("inception_v3", None, "the bundled examples:inception_v3 training step"),
 ]}

@@ -103,6 +103,23 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "missing placement": ["apply", mlp_model, "--placement", str(tmp / "none.json"), "--out", out],
         "OUT is SOURCE": ["apply", mlp_model, "--placement", good, "--out", mlp_model],
         "usage": ["apply", mlp_model],
+        "negative timeout": ["measure", mlp_model, "--timeout", "-1"],
+        "infinite timeout": ["measure", mlp_model, "--timeout", "inf"],
+        "timeout not a number": ["measure", mlp_model, "--timeout", "nan"],
+        "zero time budget": ["measure", mlp_model, "--time-budget", "0"],
+        "negative warm-up": ["measure", mlp_model, "--warmup", "-1"],
+        "fractional repeats": ["measure", mlp_model, "--repeats", "2.5"],
+        "zero profile runs": ["profile", mlp_model, "--runs", "0"],
+        "negative calibration": ["profile", mlp_model, "--calibrate", "-3"],
+        "zero max groups to place": ["place", mlp_model, "--max-groups", "0"],
+        "negative seed": ["place", mlp_model, "--seed", "-1"],
+        "zero devices to compare": ["compare", mlp_model, "--counts", "0", "--simulate"],
+        "zero compare repeats": ["compare", mlp_model, "--repeats", "0"],
+        "zero measured best": ["compare", mlp_model, "--measure-best", "0"],
+        "zero training episodes": ["train", "--graphs", mlp_model, "--counts", "2",
+                                   "--out", out, "--episodes", "0"],
+        "words for steps": ["train", "--graphs", mlp_model, "--counts", "2", "--out", out,
+                            "--steps", "many"],
     }
 
 
@@ -252,7 +269,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--counts", "9"], "--counts 9: the policy places on 2 to 8 devices"),
     (["--counts", "2", "--members", "5-2"], "--members '5-2': write A-B"),
-    (["--counts", "2", "--steps", "0"], "the iterations must be at least 1 (0 with imitation)"),
+    (["--counts", "2", "--steps", "0"], "--steps 0 trains nothing"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path):
     result = run_cli("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"), *args)
@@ -342,6 +359,14 @@ def failing_model(tmp_path_factory):
             "serving_default": tf1.saved_model.predict_signature_def({"x": x}, {"y": y})})
         builder.save()
     return path
+
+
+def test_measure_exits_1_when_nothing_could_be_measured_after_printing_the_rows(failing_model):
+    result = run_cli("measure", failing_model, "--devices", "1", "--repeats", "1")
+    assert result.returncode == 1, result.stderr
+    assert "failed" in result.stdout and "InvalidArgumentError" in result.stdout
+    assert ("tf-placeto: failed: nothing could be measured (see the reasons above)"
+            in result.stderr.splitlines())
 
 
 def test_a_failure_at_run_time_exits_1_and_keeps_tensorflows_log(failing_model, tmp_path):

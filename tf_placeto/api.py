@@ -24,8 +24,8 @@ from tf_placeto.measure.costmodel import Link, profile_directory, profile_key
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
-from tf_placeto.measure.profiler import profile as profile_graph
-from tf_placeto.measure.runtime import open_runtime
+from tf_placeto.measure.profiler import cached_profile, profile as profile_graph
+from tf_placeto.measure.runtime import open_runtime, planned_device_names
 from tf_placeto.measure.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
@@ -98,6 +98,9 @@ def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = N
     measured now with `runs` traced runs and stored there, then the simulator calibrated on
     `calibration_runs` placements timed for real (0: not calibrated)."""
     graph = import_graph(source, signature=signature, tag_set=tag_set)
+    found = cached_profile(graph, planned_device_names(devices, cluster), cache)
+    if found is not None:
+        return found                    # a cached answer starts no workers
     with open_runtime(devices, cluster) as runtime:
         return profile_graph(graph, runtime, cache=cache, runs=runs,
                              calibration_runs=calibration_runs)

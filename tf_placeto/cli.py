@@ -29,6 +29,31 @@ from tf_placeto.workload import MemoryLimit
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+def _count(minimum: int):
+    """An argparse type: a whole number of at least `minimum`, checked where it is parsed."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"give a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of seconds, not {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, "
+                                         f"not {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other bad input."""
 
@@ -59,12 +84,12 @@ def _runtime_arguments(parser, default: str = "this machine's devices") -> None:
 
 
 def _placing_arguments(parser) -> None:
-    parser.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+    parser.add_argument("--max-groups", type=_count(1), default=DEFAULT_MAX_GROUPS, metavar="N",
                         help=f"place at most N groups (default {DEFAULT_MAX_GROUPS})")
     parser.add_argument("--memory-per-device", metavar="BYTES|FRACTION",
                         help="memory limit of each device: bytes (2GiB, 500MB) or a fraction of "
                              "the graph's single-device peak (0.6)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of randomised methods")
+    parser.add_argument("--seed", type=_count(0), default=0, help="seed of randomised methods")
     for spec, option in methods.options():       # each placer's own, from its PLACER
         parser.add_argument(option.flag, type=option.type, choices=option.choices or None,
                             metavar=option.metavar, help=_option_help(spec, option))
@@ -109,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = commands.add_parser("inspect", help="ops, edges, colocation groups and groups")
     _source_arguments(inspect)
-    inspect.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+    inspect.add_argument("--max-groups", type=_count(1), default=DEFAULT_MAX_GROUPS, metavar="N",
                          help=f"merge into at most N groups (default {DEFAULT_MAX_GROUPS})")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.set_defaults(handler=_inspect)
@@ -130,9 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     profile = commands.add_parser("profile", help="run SOURCE traced and store its cost model")
     _source_arguments(profile)
     _runtime_arguments(profile)
-    profile.add_argument("--runs", type=int, default=5, metavar="N",
+    profile.add_argument("--runs", type=_count(1), default=5, metavar="N",
                          help="traced runs whose median is each op's cost (default 5)")
-    profile.add_argument("--calibrate", type=int, default=16, metavar="N",
+    profile.add_argument("--calibrate", type=_count(0), default=16, metavar="N",
                          help="then time N diverse placements for real and fit the simulator "
                               "to them (default 16; 0: skip); refitted later with every real "
                               "measurement of the graph")
@@ -152,11 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rounds of timed runs after warm-up, the placements taking turns "
                               "in each (default auto: until the ratios between placements are "
                               "known to 5%%, or --time-budget ends)")
-    measure.add_argument("--time-budget", type=float, default=60.0, metavar="S",
+    measure.add_argument("--time-budget", type=_seconds, default=60.0, metavar="S",
                          help="seconds of rounds that --repeats auto may spend (default 60)")
-    measure.add_argument("--warmup", type=int, default=1, metavar="N",
+    measure.add_argument("--warmup", type=_count(0), default=1, metavar="N",
                          help="untimed runs first (default 1)")
-    measure.add_argument("--timeout", type=float, default=600.0, metavar="S",
+    measure.add_argument("--timeout", type=_seconds, default=600.0, metavar="S",
                          help="a step that takes longer fails (default 600)")
     measure.add_argument("--trace", metavar="DIR",
                          help="write one step of each placement as DIR/<label>.json, a Chrome "
@@ -191,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="every placement method on graphs and device counts: the scoreboard")
     compare.add_argument("graphs", metavar="GRAPH", nargs="+",
                          help="SOURCEs to compare on (examples:NAME, SavedModel directories)")
-    compare.add_argument("--counts", metavar="N", type=int, nargs="+",
+    compare.add_argument("--counts", metavar="N", type=_count(1), nargs="+",
                          help="device counts to place on (default: as many as the runtime "
                               "has); with --simulate, any counts: devices like the profiled "
                               "ones")
@@ -205,9 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="methods to compare (default all): " + "; ".join(
                              f"{spec.name}: {spec.help}" for spec in methods.specs()))
     _placing_arguments(compare)
-    compare.add_argument("--repeats", type=int, default=5, metavar="N",
+    compare.add_argument("--repeats", type=_count(1), default=5, metavar="N",
                          help="timed runs per real measurement (default 5)")
-    compare.add_argument("--measure-best", type=int, default=None, metavar="N",
+    compare.add_argument("--measure-best", type=_count(1), default=None, metavar="N",
                          help="measure for real only the N best predicted placements and the "
                               "single device (default: all)")
     compare.add_argument("--json", action="store_true", help="print the table as JSON records")
@@ -238,17 +263,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--members", metavar="A-B", default=None,
                        help="which members of each family (default all), e.g. 0-23 to hold "
                             "24-31 out for evaluating transfer")
-    train.add_argument("--counts", metavar="N", type=int, nargs="+", required=True,
+    train.add_argument("--counts", metavar="N", type=_count(1), nargs="+", required=True,
                        help="device counts to train for (devices like the profiled ones)")
     train.add_argument("--out", metavar="DIR", required=True,
                        help="where the checkpoints, summaries and exported policy go; an "
                             "existing DIR resumes its training")
-    train.add_argument("--steps", metavar="N", type=int, default=500,
+    train.add_argument("--steps", metavar="N", type=_count(0), default=500,
                        help="training iterations in all, counting those DIR already did "
                             "(default 500)")
-    train.add_argument("--episodes", metavar="K", type=int, default=4,
+    train.add_argument("--episodes", metavar="K", type=_count(1), default=4,
                        help="parallel episodes per iteration (default 4)")
-    train.add_argument("--imitate", metavar="EPOCHS", type=int, default=0,
+    train.add_argument("--imitate", metavar="EPOCHS", type=_count(0), default=0,
                        help="before the iterations, teach the policy the fast placers' best "
                             "decision of each problem for EPOCHS passes (behaviour cloning; "
                             "default 0: none)")
@@ -260,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     _link_argument(train)
     _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=_count(0), default=0)
     train.set_defaults(handler=_train)
 
     examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
@@ -301,7 +326,6 @@ def _run(args):
 
 
 def _inspect(args) -> int:
-    _positive(args.max_groups, "--max-groups")
     graph = api.import_graph(args.source, signature=args.signature, tag_set=args.tag_set)
     groups = api.group(graph, max_groups=args.max_groups)
     if args.json:
@@ -380,15 +404,7 @@ def _repeats(text: str):
     return int(text)
 
 
-def _positive(value, flag: str) -> None:
-    if value < 1:
-        raise InputError(f"{flag} must be at least 1, not {value}")
-
-
 def _profile(args) -> int:
-    _positive(args.runs, "--runs")
-    if args.calibrate < 0:
-        raise InputError(f"--calibrate must be 0 or more, not {args.calibrate}")
     result = api.profile(args.source, devices=args.devices, cluster=args.cluster,
                          runs=args.runs, cache=args.cache, calibration_runs=args.calibrate,
                          signature=args.signature, tag_set=args.tag_set)
@@ -429,12 +445,10 @@ def _calibration_report(calibration) -> str:
 
 
 def _measure(args) -> int:
-    if args.timeout <= 0 or args.time_budget <= 0:
-        raise InputError("--timeout and --time-budget must be above 0 seconds")
     results = api.measure_steps(args.source, args.placement or [None],
                                 labels=args.placement or ["as written"], devices=args.devices,
                                 cluster=args.cluster, simulate=args.simulate,
-                                repeats=args.repeats, warmup=max(args.warmup, 0),
+                                repeats=args.repeats, warmup=args.warmup,
                                 timeout_s=args.timeout, budget_s=args.time_budget,
                                 cache=args.cache,
                                 signature=args.signature, tag_set=args.tag_set, trace=args.trace)
@@ -444,7 +458,16 @@ def _measure(args) -> int:
         _print_results(results)
         if args.trace:
             print(f"wrote a trace per placement into {args.trace} (open in ui.perfetto.dev)")
-    return EXIT_OK
+    return _measured_something(r.status for r in results)
+
+
+def _measured_something(statuses) -> int:
+    """EXIT_OK when a row was measured (or simulated); else says so and gives EXIT_FAILED."""
+    if "ok" in set(statuses):
+        return EXIT_OK
+    print("tf-placeto: failed: nothing could be measured (see the reasons above)",
+          file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _print_results(results) -> None:
@@ -467,7 +490,6 @@ def _print_results(results) -> None:
 
 
 def _check_placing(args) -> None:
-    _positive(args.max_groups, "--max-groups")
     methods.check_options(_placer_options(args))
     if getattr(args, "method", None) is not None:
         methods.spec(args.method)
@@ -526,9 +548,6 @@ def _print_candidates(candidates: list, winner) -> None:
 
 def _compare(args) -> int:
     _check_placing(args)
-    _positive(args.repeats, "--repeats")
-    if args.measure_best is not None:
-        _positive(args.measure_best, "--measure-best")
     compared = args.methods.split(",") if args.methods else methods.names()
     with progress(total=len(args.graphs) * len(args.counts or [None]) * len(compared),
                   unit="placement", leave=False) as bar:
@@ -556,7 +575,7 @@ def _compare(args) -> int:
         for path, what in ((args.csv, "table"), (args.plot, "plot")):
             if path:
                 print(f"wrote the {what}: {path}")
-    return EXIT_OK
+    return _measured_something(table["status"])
 
 
 def _show(args) -> int:
@@ -601,10 +620,8 @@ def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
-    if args.imitate < 0 or args.steps < (0 if args.imitate else 1):
-        raise InputError(f"--steps {args.steps} --imitate {args.imitate}: the iterations must "
-                         "be at least 1 (0 with imitation), the epochs at least 0")
-    _positive(args.episodes, "--episodes")
+    if args.steps < 1 and not args.imitate:
+        raise InputError("--steps 0 trains nothing: give at least 1 iteration, or --imitate")
     bad = [n for n in args.counts if not 2 <= n <= specs.MAX_DEVICES]
     if bad:
         raise InputError(f"--counts {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "

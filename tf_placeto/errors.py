@@ -6,6 +6,8 @@ whose work failed (a run, a worker, TensorFlow): the command line exits 1 and ke
 TensorFlow's log. Either way the message must say what is wrong and what to do.
 """
 
+import re
+
 
 class PlacetoError(Exception):
     """What tf_placeto reports: a message for a person, never a traceback."""
@@ -37,6 +39,8 @@ class MeasurementError(RuntimeFailure):
 
 # Lines TensorFlow puts before the message that says what went wrong.
 _HEADER_LINES = ("Graph execution error:", "Detected at node", "Detected unsupported operations")
+# A distributed runtime's header: which task raised the error ("From /job:worker/...:").
+_TASK_HEADER = re.compile(r"^From (/job:\S+?):?$")
 
 
 def first_line(exc: BaseException) -> str:
@@ -44,10 +48,14 @@ def first_line(exc: BaseException) -> str:
 
     TensorFlow's OpErrors start with headers ("Graph execution error:", "Detected at node
     ...") and a Python traceback; the cause ("OOM when allocating tensor ...") comes later.
+    On a cluster, the task that raised it is named after the cause.
     """
     text = getattr(exc, "message", None) or str(exc)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    tasks = [match.group(1) for match in map(_TASK_HEADER.match, lines) if match]
     meaningful = [line for line in lines if not line.startswith(_HEADER_LINES)
+                  and not _TASK_HEADER.match(line)
                   and not line.startswith(("File ", "Traceback")) and line != "Stack trace:"
                   and any(c.isalnum() for c in line)]
-    return (meaningful or lines or [type(exc).__name__])[0]
+    cause = (meaningful or lines or [type(exc).__name__])[0]
+    return f"{cause} (on {tasks[0]})" if tasks and meaningful else cause

@@ -5,6 +5,14 @@ from several places gets one FunctionDef per distinct placement of its calls: th
 the function's name (so the SavedModel's other users of it, such as restored tf.functions,
 run placed too), the others are clones. A SavedModel also records each placed variable's
 device in its object graph, where TensorFlow's loader finds it.
+
+A function that names an interface it implements (`api_implements`: Keras' recurrent layers
+choose between a CPU and a cuDNN body this way) is not inlined by TensorFlow. It runs as a
+multi-device function on its call's task and sees only that task's devices, so a body placed
+over two tasks fails. Placed on one device, it stays swappable and its call is pinned there;
+placed over several, the attribute is dropped and TensorFlow inlines it like any other call,
+each op running where the placement put it (the body the graph names: on a GPU, the
+standard implementation instead of cuDNN's).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, Source
 
 _FINGERPRINT_FILE = "fingerprint.pb"
+_IMPLEMENTS = "api_implements"
 
 
 def placed_proto(source: Source, graph: OpGraph, placement,
@@ -51,10 +60,12 @@ def placed_proto(source: Source, graph: OpGraph, placement,
         protected = _functions_of_other_signatures(meta_graph, source.signature, graph_def)
     else:
         protected = {f.signature.name for f in graph_def.library.function}
-    renamed_roots = _place_functions(graph_def.library, graph, device_of, protected,
-                                     clone_suffix or "_placeto")
+    renamed_roots, top_level_calls = _place_functions(graph_def.library, graph, device_of,
+                                                      protected, clone_suffix or "_placeto")
     for call_node, function_name in renamed_roots.items():
         _point_call_at(top_level[call_node], function_name)
+    for call_node, device in top_level_calls.items():
+        top_level[call_node].device = device
     if source.kind == "saved_model":
         _place_saved_variables(meta_graph, graph, device_of)
     return proto
@@ -92,7 +103,8 @@ def _functions_of_other_signatures(meta_graph, signature, graph_def) -> set:
 
 def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
                      clone_suffix: str) -> dict:
-    """Edit (or clone) FunctionDefs per call instance; returns {top-level call: new name}.
+    """Edit (or clone) FunctionDefs per call instance; returns ({top-level call: new name},
+    {top-level call: the device it is pinned to}).
 
     An instance whose placement changes nothing keeps its function. The first changed
     placement of a function edits it in place, unless another signature runs it (`protected`);
@@ -100,18 +112,21 @@ def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
     """
     functions = {f.signature.name: f for f in library.function}
     gradients = {g.function_name: g.gradient_func for g in library.gradient}
+    inlined, call_devices = _swappable_calls(graph, device_of, functions)
     originals: dict = {}
     variants: dict = {}      # function name -> {edit key: final function name}
     final_name: dict = {}    # id(instance) -> function name its call should use
     renamed_roots = {}
     for instance in _post_order([i for i in graph.instances if i.parent is None]):
         edits = {graph.ops[i].local_name: device_of[i] for i in instance.ops if i in device_of}
+        edits.update(call_devices.get(id(instance), {}))
         calls = {c.call_node: final_name[id(c)] for c in instance.children
                  if final_name[id(c)] != c.function_name}
-        key = (frozenset(edits.items()), frozenset(calls.items()))
+        strip = id(instance) in inlined
+        key = (frozenset(edits.items()), frozenset(calls.items()), strip)
         name = instance.function_name
         seen = variants.setdefault(name, {})
-        if key not in seen and not edits and not calls:
+        if key not in seen and not edits and not calls and not strip:
             seen[key] = name
         elif key not in seen:
             if name not in originals:
@@ -132,11 +147,35 @@ def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
                     node.device = edits[node.name]
                 if node.name in calls:
                     _point_call_at(node, calls[node.name])
+            if strip:
+                del target.attr[_IMPLEMENTS]
             seen[key] = new_name
         final_name[id(instance)] = seen[key]
         if instance.parent is None and seen[key] != name:
             renamed_roots[instance.call_node] = seen[key]
-    return renamed_roots
+    return renamed_roots, call_devices.get(None, {})
+
+
+def _swappable_calls(graph: OpGraph, device_of: dict, functions: dict) -> tuple:
+    """Where each call of an `api_implements` function runs (see the module's docstring).
+
+    Returns (ids of instances to make inlinable, {id(parent instance) or None: {call node:
+    device}}) for the calls whose whole body is placed on one device.
+    """
+    inlined, call_devices = set(), {}
+    for instance in graph.instances:
+        if _IMPLEMENTS not in functions[instance.function_name].attr:
+            continue
+        devices = {device_of.get(i, graph.ops[i].requested_device)
+                   for i in instance.subtree_ops()}
+        if not devices & set(device_of.values()):
+            continue                # not placed: runs as written
+        if len(devices) == 1:
+            parent = id(instance.parent) if instance.parent is not None else None
+            call_devices.setdefault(parent, {})[instance.call_node] = devices.pop()
+        else:
+            inlined.add(id(instance))
+    return inlined, call_devices
 
 
 def _post_order(roots):

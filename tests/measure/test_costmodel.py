@@ -47,17 +47,25 @@ def test_save_and_load_round_trip_in_open_formats(graph, tmp_path):
     assert CostModel.load(str(tmp_path / "nothing")) is None
 
 
-def test_a_profile_cut_short_is_no_cache_hit(graph, tmp_path):
+@pytest.mark.parametrize("damaged", ["profile.json", "ops.csv", "links.csv"])
+def test_a_damaged_profile_is_named_and_removed_but_its_run_logs_kept(graph, tmp_path, caplog,
+                                                                      damaged):
     directory = str(tmp_path / "profile")
     _model(graph).save(directory)
-    meta = os.path.join(directory, "profile.json")
-    with open(meta) as f:
+    with open(os.path.join(directory, "results.jsonl"), "w") as log:
+        log.write('{"key": "measured"}\n')
+    path = os.path.join(directory, damaged)
+    with open(path) as f:
         text = f.read()
-    with open(meta, "w") as f:
-        f.write(text[: len(text) // 2])
-    assert CostModel.load(directory) is None
-    os.remove(meta)
-    assert CostModel.load(directory) is None
+    with open(path, "w") as f:
+        f.write(text[: len(text) // 3])
+    with caplog.at_level("WARNING"):
+        assert CostModel.load(directory) is None
+    assert f"the cached profile at {directory} is damaged" in caplog.text
+    assert "profiling again" in caplog.text
+    assert os.listdir(directory) == ["results.jsonl"]
+    caplog.clear()
+    assert CostModel.load(directory) is None and not caplog.text   # no entry: no warning
 
 
 def test_a_save_killed_part_way_leaves_no_cache_hit(graph, tmp_path, monkeypatch):

@@ -3,12 +3,14 @@
 import json
 import math
 import os
+import re
 import time
 
 import pytest
 import tensorflow as tf
 
 import tf_placeto as tp
+from tests.helpers import spinner_model
 from tf_placeto.measure.measurer import RESULTS_FILE, RealMeasurer
 from tf_placeto.measure.runtime import Runtime
 
@@ -44,22 +46,8 @@ def test_results_are_remembered_across_measurers(graph, tmp_path):
     assert len(open(os.path.join(tmp_path, RESULTS_FILE)).read().splitlines()) == 2
 
 
-class _Spinner(tf.Module):
-    """A step that runs for seconds: a loop of scalar additions (20 million: about 4 s here,
-    45 s on a one-core worker)."""
-
-    def __init__(self, iterations=20_000_000):
-        super().__init__()
-        self.step = tf.function(
-            lambda start: {"count": tf.while_loop(lambda i: i < iterations, lambda i: i + 1,
-                                                  [start])[0]},
-            input_signature=[tf.TensorSpec([], tf.int32)])
-
-
 def test_a_step_past_the_time_limit_fails_and_the_next_one_works(graph, tmp_path):
-    spinner = _Spinner()
-    path = str(tmp_path / "spinner")
-    tf.saved_model.save(spinner, path, signatures={"step": spinner.step})
+    path = spinner_model(str(tmp_path / "spinner"), iterations=20_000_000)
     runtime = Runtime.local(tp.DeviceSet.local(2))
     start = time.perf_counter()
     [failed] = RealMeasurer(tp.import_graph(path), runtime, repeats=1,
@@ -96,37 +84,41 @@ def test_out_of_memory_is_infeasible_and_the_next_one_works(graph, tmp_path):
     assert ok.status == "ok"
 
 
-def test_a_worker_dying_mid_measurement_fails_it_and_the_next_one_works(tmp_path):
+@pytest.mark.parametrize("task", [0, 1])
+def test_a_worker_dying_mid_step_is_reported_in_seconds_and_the_next_one_works(tmp_path, task):
+    """Task 1 runs the step; task 0 is the session's master, whose death TensorFlow alone
+    would only notice at the operation timeout."""
     import signal
     import threading
 
     from tf_placeto.measure.cluster import LocalCluster
 
-    spinner = _Spinner(iterations=2_000_000)
-    path = str(tmp_path / "spinner")
-    tf.saved_model.save(spinner, path, signatures={"step": spinner.step})
-    spin = tp.import_graph(path)
+    spin = tp.import_graph(spinner_model(str(tmp_path / "spinner"), iterations=2_000_000))
     with LocalCluster(2) as cluster:
         runtime = Runtime.on_cluster(cluster)
         on_task1 = {op.name: cluster.device_names[1] for op in spin.ops}
-        doomed = cluster.pids[1]
-        killer = threading.Timer(2.0, os.kill, (doomed, signal.SIGKILL))
-        start = time.perf_counter()
+        doomed, killed_at = cluster.pids[task], []
+
+        def kill():
+            killed_at.append(time.monotonic())
+            os.kill(doomed, signal.SIGKILL)
+
+        killer = threading.Timer(2.0, kill)
         killer.start()
         try:
-            [failed] = RealMeasurer(spin, runtime, repeats=3, warmup=0, timeout_s=60,
+            [failed] = RealMeasurer(spin, runtime, repeats=3, warmup=0, timeout_s=600,
                                     trace_memory=False).evaluate([on_task1])
         finally:
             killer.cancel()
+        noticed = time.monotonic()
         assert failed.status == "failed"
-        assert failed.reason.startswith("worker task(s) [1] died during the measurement; "
-                                        "UnavailableError: ")
-        assert "===" not in failed.reason
-        assert time.perf_counter() - start < 40      # not waiting out the 60 s timeout
+        assert re.match(rf"worker task {task} \(127\.0\.0\.1:\d+\) died during the step: "
+                        r"process killed by SIGKILL", failed.reason), failed.reason
+        assert killed_at and noticed - killed_at[0] < 10
         [ok] = RealMeasurer(spin, runtime, repeats=1, warmup=0,
                             trace_memory=False).evaluate([on_task1])
         assert ok.status == "ok" and cluster.alive() == [True, True]
-        assert cluster.pids[1] != doomed
+        assert cluster.pids[task] != doomed
 
 
 def test_a_placed_copy_as_written_is_measured_not_taken_from_its_source(graph, tmp_path):

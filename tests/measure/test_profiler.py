@@ -120,3 +120,22 @@ def test_a_loop_op_owns_its_lowered_body_and_counts_its_iterations(loop_model, t
     executions = made.model.executions(graph)
     assert executions[loop.index] >= 6
     assert (executions[[op.index for op in graph.ops if op is not loop]] <= 1).all()
+
+
+def test_a_cached_profile_on_a_cluster_starts_no_workers(mlp_model, tmp_path, monkeypatch):
+    from tests.helpers import estimated_cost_model
+    from tf_placeto.measure import cluster as cluster_module
+    from tf_placeto.measure.costmodel import profile_directory, profile_key
+
+    graph = tp.import_graph(mlp_model)
+    names = cluster_module.cluster_device_names("local:2")
+    assert names == [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in (0, 1)]
+    directory = profile_directory(profile_key(graph, names)[0], str(tmp_path))
+    estimated_cost_model(graph).save(directory)
+
+    def started(*args, **kwargs):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(cluster_module.LocalCluster, "__init__", started)
+    found = tp.profile(mlp_model, cluster="local:2", cache=str(tmp_path))
+    assert found.cached and found.directory == directory

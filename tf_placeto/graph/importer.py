@@ -241,15 +241,9 @@ class _Flattener:
             while scope is not None and id(scope) not in instance_done:
                 # A called function runs its whole body, not only what the fetch needs.
                 instance_done.add(id(scope))
-                queue.extend(_subtree_ops(scope))
+                queue.extend(scope.subtree_ops())
                 scope = scope.parent
         return [i for i, flag in enumerate(needed) if flag]
-
-
-def _subtree_ops(instance: FunctionInstance):
-    yield from instance.ops
-    for child in instance.children:
-        yield from _subtree_ops(child)
 
 
 def _compact(ops, data_edges, control_edges, instances, keep, source) -> OpGraph:
@@ -263,7 +257,7 @@ def _compact(ops, data_edges, control_edges, instances, keep, source) -> OpGraph
         kept_ops.append(op)
     for inst in instances:
         inst.ops = [new_index[i] for i in inst.ops if i in new_index]
-    live = [inst for inst in instances if any(True for _ in _subtree_ops(inst))]
+    live = [inst for inst in instances if any(True for _ in inst.subtree_ops())]
     live_ids = {id(inst) for inst in live}
     for inst in live:
         inst.children = [c for c in inst.children if id(c) in live_ids]

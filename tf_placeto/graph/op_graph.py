@@ -40,6 +40,12 @@ class FunctionInstance:
     children: list = dataclasses.field(default_factory=list)
     ops: list = dataclasses.field(default_factory=list)   # op indices directly in this body
 
+    def subtree_ops(self):
+        """Indices of the ops in this body and in the bodies it calls."""
+        yield from self.ops
+        for child in self.children:
+            yield from child.subtree_ops()
+
 
 @dataclasses.dataclass
 class Op:

@@ -35,6 +35,9 @@ from tf_placeto.measure import worker
 
 PING_TIMEOUT_S = 10.0
 ALIVE_TIMEOUT_S = 2.0
+# How often a blocking call looks at the tasks: local processes cost a poll() each, a remote
+# task a TCP connection.
+WATCH_LOCAL_S, WATCH_REMOTE_S = 0.1, 2.0
 STOP_TIMEOUT_S = 5.0
 PORT_ATTEMPTS = 5
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -46,6 +49,14 @@ class ClusterError(RuntimeFailure):
 
 class ClusterSpecError(InputError):
     """A cluster spec that is malformed or asks for what this machine cannot start."""
+
+
+class WorkerDied(RuntimeFailure):
+    """A task of the cluster died (or stopped taking connections) during a call."""
+
+    def __init__(self, task: int, address: str, how: str):
+        super().__init__(f"worker task {task} ({address}) died during the step: {how}")
+        self.task, self.how = task, how
 
 
 class Cluster:
@@ -105,6 +116,44 @@ class Cluster:
         """Per task: does its port take a connection? A quick look; check() asks TensorFlow."""
         return [self._connection_problem(task, ALIVE_TIMEOUT_S) is None
                 for task in range(len(self.addresses))]
+
+    def death_note(self, task: int) -> str:
+        """How a task that alive() reports dead went."""
+        return self._connection_problem(task, ALIVE_TIMEOUT_S) or "it answers again"
+
+    watch_interval_s = WATCH_REMOTE_S
+
+    def watched(self, call):
+        """call() on a helper thread while the tasks are watched: a task that dies ends the
+        wait within `watch_interval_s` with WorkerDied, instead of at TensorFlow's operation
+        timeout. An error raised while a task is dead is reported as its death too.
+
+        The abandoned call returns when TensorFlow gives up; its session is closed in the
+        background (see runner).
+        """
+        done, outcome = threading.Event(), {}
+
+        def run():
+            try:
+                outcome["value"] = call()
+            except BaseException as error:      # handed to the waiting thread below
+                outcome["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="tf-placeto-step", daemon=True).start()
+        while not done.wait(self.watch_interval_s):
+            self._raise_if_dead()
+        if "error" in outcome:
+            self._raise_if_dead(outcome["error"])
+            raise outcome["error"]
+        return outcome["value"]
+
+    def _raise_if_dead(self, cause=None) -> None:
+        dead = [task for task, up in enumerate(self.alive()) if not up]
+        if dead:
+            raise WorkerDied(dead[0], self.addresses[dead[0]], self.death_note(dead[0])) \
+                from cause
 
     def restart_dead_workers(self) -> list:
         """Servers someone else runs cannot be restarted from here: returns no task."""
@@ -194,6 +243,8 @@ class LocalCluster(Cluster):
             _open_clusters.discard(self)
             raise
 
+    watch_interval_s = WATCH_LOCAL_S
+
     def alive(self) -> list:
         """Per task: is its worker process running?"""
         return [process.poll() is None for process in self._processes]
@@ -203,7 +254,7 @@ class LocalCluster(Cluster):
         return [process.pid for process in self._processes]
 
     def check(self, timeout_s: float = PING_TIMEOUT_S) -> None:
-        dead = {task: self._death_note(task) for task, up in enumerate(self.alive()) if not up}
+        dead = {task: self.death_note(task) for task, up in enumerate(self.alive()) if not up}
         if dead:
             raise ClusterError("cluster tasks not answering: " + "; ".join(
                 f"task {task} ({self.addresses[task]}): {note}" for task, note in dead.items()))
@@ -298,12 +349,14 @@ class LocalCluster(Cluster):
         process.wait()
         if process.returncode == worker.EXIT_PORT_TAKEN:
             raise _PortTaken(task)
-        raise ClusterError(f"worker task {task} failed to start: {self._death_note(task)} "
+        raise ClusterError(f"worker task {task} failed to start: {self.death_note(task)} "
                            f"(log: {self.log_paths[task]})")
 
-    def _death_note(self, task: int) -> str:
+    def death_note(self, task: int) -> str:
         code = self._processes[task].wait()
         how = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
+        if code == -signal.SIGKILL:
+            how += " (as the kernel kills a process out of memory, or kill -9)"
         return f"process {how}; last log line: {self._last_log_line(task)!r}"
 
     def _last_log_line(self, task: int) -> str:
@@ -355,13 +408,24 @@ class ExistingCluster(Cluster):
 
 
 def parse_cluster(spec: str) -> Cluster:
-    """"local:N" -> LocalCluster(N); anything else names an existing cluster."""
+    """"local:N" -> LocalCluster(N) (started); anything else names an existing cluster."""
     if spec.startswith("local:"):
-        count = spec[len("local:"):]
-        if not count.isdigit() or int(count) < 1:
-            raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
-        return LocalCluster(int(count))
+        return LocalCluster(_local_workers(spec))
     return ExistingCluster.from_spec(spec)
+
+
+def cluster_device_names(spec: str) -> list:
+    """The device names parse_cluster(spec) would give, without starting or asking anyone."""
+    if spec.startswith("local:"):
+        return Cluster("worker", [""] * _local_workers(spec)).device_names
+    return ExistingCluster.from_spec(spec).device_names
+
+
+def _local_workers(spec: str) -> int:
+    count = spec[len("local:"):]
+    if not count.isdigit() or int(count) < 1:
+        raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
+    return int(count)
 
 
 def free_ports(count: int) -> list:

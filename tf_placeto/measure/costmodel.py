@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import time
 from typing import Optional
@@ -23,13 +24,15 @@ import pandas as pd
 
 from tf_placeto.cache import cache_dir, write_atomically
 from tf_placeto.devices import parse_device
-from tf_placeto.errors import InputError
+from tf_placeto.errors import InputError, first_line
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import signature_inputs
 from tf_placeto.measure.calibration import Calibration
 
+log = logging.getLogger(__name__)
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
+OP_COLUMNS = ["op", "device_type", "compute_us", "output_bytes", "traced"]   # at least
 # Bump when profiling measures something new or differently: older cached profiles are redone.
 PROFILER_VERSION = 6
 
@@ -223,21 +226,36 @@ class CostModel:
                          lambda file: self.links.to_csv(file, index=False))
         if self.calibration is not None:
             self.calibration.save(directory)
-        write_atomically(meta_path,
-                         lambda file: json.dump(self.meta, file, indent=1, sort_keys=True))
+        meta = {**self.meta, "rows": {OPS_FILE: len(self.ops), LINKS_FILE: len(self.links)}}
+        write_atomically(meta_path, lambda file: json.dump(meta, file, indent=1, sort_keys=True))
 
     @classmethod
     def load(cls, directory: str) -> Optional["CostModel"]:
-        """The profile stored in `directory`, or None unless its META_FILE exists and parses
-        (written last: without it the tables may be partial) and its tables are there."""
-        try:
-            with open(os.path.join(directory, META_FILE), encoding="utf-8") as f:
-                meta = json.load(f)
-            ops = pd.read_csv(os.path.join(directory, OPS_FILE), keep_default_na=False)
-            links = pd.read_csv(os.path.join(directory, LINKS_FILE))
-        except (OSError, ValueError):     # missing, or cut short (JSON and CSV parse errors)
+        """The profile stored in `directory`, or None when there is none: no META_FILE (it is
+        written last, so a profile cut short while saving has none). A damaged entry (files
+        that do not parse, tables missing or without their columns) is named in the log and
+        its tables removed, so that it is profiled again; the logs of real runs stay."""
+        meta_path = os.path.join(directory, META_FILE)
+        if not os.path.isfile(meta_path):
             return None
-        if not isinstance(meta, dict):
+        try:
+            with open(meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+            ops = read_table(os.path.join(directory, OPS_FILE), OP_COLUMNS,
+                             keep_default_na=False)
+            links = read_table(os.path.join(directory, LINKS_FILE), LINK_COLUMNS[:4])
+            if not isinstance(meta, dict):
+                raise ValueError(f"{META_FILE} holds no object")
+            for name, table in ((OPS_FILE, ops), (LINKS_FILE, links)):
+                expected = meta.get("rows", {}).get(name, len(table))
+                if len(table) != expected:
+                    raise ValueError(f"{name} has {len(table)} rows of {expected}")
+        except (OSError, ValueError) as error:
+            log.warning(f"the cached profile at {directory} is damaged ({first_line(error)}); "
+                        "profiling again")
+            for name in (META_FILE, OPS_FILE, LINKS_FILE):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(directory, name))
             return None
         return cls(ops=ops, links=links, meta=meta, calibration=Calibration.load(directory))
 
@@ -253,6 +271,16 @@ class CostModel:
             "profiled_at": self.meta.get("created"),
             "calibration": self.calibration.to_json() if self.calibration else None,
         }
+
+
+def read_table(path: str, columns, **options) -> pd.DataFrame:
+    """A CSV table that must have `columns`; ValueError (or OSError) when it cannot be read
+    whole, as after a write cut short."""
+    table = pd.read_csv(path, **options)
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{os.path.basename(path)} lacks column(s) {missing}")
+    return table
 
 
 def new_meta(key: str, parts: dict, **extra) -> dict:

@@ -17,6 +17,7 @@ from tf_placeto.devices import DeviceSet
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
+from tf_placeto.measure.cluster import WorkerDied
 from tf_placeto.measure.measurer import MeasureResult, placement_key
 from tf_placeto.measure.noise import MAX_ROUNDS, interleave, ratio_interval
 from tf_placeto.measure.runner import OK, ModelRunner, failure
@@ -34,8 +35,9 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
     `budget_s` ends or `max_rounds` have run). With `trace`, each placement then runs one
-    traced step: its peak memory per device, and the step itself as `result.trace`. A placement that cannot load, or whose
-    step fails, gets its status and TensorFlow's reason, and the others go on.
+    traced step: its peak memory per device, and the step itself as `result.trace`. A
+    placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
+    and the others go on; so they do when a worker dies (see _Sessions).
     """
     import tensorflow as tf  # heavy: loaded on the first real run
 
@@ -44,35 +46,115 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     full = [Placement(p).validate(graph, devices) if p else None for p in placements]
     results = [MeasureResult(key=placement_key(p), status=OK, label=label)
                for p, label in zip(full, labels)]
-    runner = ModelRunner(graph)
-    with contextlib.ExitStack() as sessions:
-        running = {}                                  # result index -> its StepSession
-        for index, placement in enumerate(full):
-            try:
-                session = sessions.enter_context(runner.session(runtime, placement, timeout_s))
-                for _ in range(warmup):
-                    session.step()
-            except tf.errors.OpError as exc:
-                results[index].status, results[index].reason = failure(exc, timeout_s)
-                continue
-            running[index] = session
+    sessions = _Sessions(ModelRunner(graph), runtime, full, warmup, timeout_s)
+    with sessions:
+        for index in range(len(full)):
+            error = sessions.open(index)
+            if error is not None:
+                results[index].status, results[index].reason = failure(error, timeout_s)
+        running = list(sessions.open_indices)
         with progress(desc="measuring in turns", unit="round", leave=False) as bar:
-            series = interleave([session.step for session in running.values()], repeats,
+            series = interleave([sessions.stepper(index) for index in running], repeats,
                                 budget_s,
                                 on_round=lambda rounds: bar.update(1), max_rounds=max_rounds)
-        for (index, session), runs in zip(running.items(), series):
+        for index, runs in zip(running, series):
             result = results[index]
             if runs.error is not None:
-                if not isinstance(runs.error, tf.errors.OpError):
+                if not isinstance(runs.error, (tf.errors.OpError, WorkerDied)):
                     raise runs.error
                 result.status, result.reason = failure(runs.error, timeout_s)
+            elif index in sessions.errors:       # could not be opened again after a death
+                result.status, result.reason = failure(sessions.errors[index], timeout_s)
             if runs.times_s:
                 result.set_times(runs.times_s)
             if result.status == OK and trace:
-                result.trace = session.traced_step()
+                try:
+                    result.trace = sessions.traced_step(index)
+                except (tf.errors.OpError, WorkerDied) as error:
+                    result.status, result.reason = failure(error, timeout_s)
+                    continue
                 result.peak_memory_bytes = step_stats.peak_memory_bytes(result.trace)
     _compare_in_pairs(results, {index: runs.times_s for index, runs in zip(running, series)})
     return results
+
+
+class _Sessions:
+    """One open StepSession per placement that loads, and what to do when a worker dies.
+
+    A worker that dies during a placement's step ends that placement (WorkerDied says which
+    task and how). A local cluster then restarts it; every other placement's session, which
+    lost its state on that task, is opened again and warmed up, and the rounds go on.
+    """
+
+    def __init__(self, runner: ModelRunner, runtime: Runtime, placements: list, warmup: int,
+                 timeout_s: float):
+        self.runner, self.runtime, self.placements = runner, runtime, placements
+        self.warmup, self.timeout_s = warmup, timeout_s
+        self.stacks: dict = {}          # index -> ExitStack holding its open session
+        self.steps: dict = {}           # index -> StepSession
+        self.errors: dict = {}          # index -> what ended a session that was open
+
+    @property
+    def open_indices(self) -> list:
+        return sorted(self.steps)
+
+    def open(self, index: int):
+        """Open and warm up `index`'s session; the error that prevented it, or None."""
+        import tensorflow as tf  # heavy: loaded on the first real run
+
+        self.close(index)
+        stack = contextlib.ExitStack()
+        try:
+            session = stack.enter_context(self.runner.session(
+                self.runtime, self.placements[index], self.timeout_s))
+            for _ in range(self.warmup):
+                session.step()
+        except (tf.errors.OpError, WorkerDied) as error:
+            stack.close()
+            return error
+        except BaseException:
+            stack.close()               # never left for the garbage collector to close
+            raise
+        self.stacks[index], self.steps[index] = stack, session
+        return None
+
+    def close(self, index: int) -> None:
+        self.steps.pop(index, None)
+        stack = self.stacks.pop(index, None)
+        if stack is not None:
+            stack.close()
+
+    def stepper(self, index: int):
+        """A step callable for `index` that recovers the others when its worker dies."""
+        def step():
+            if index not in self.steps:
+                raise self.errors[index]
+            try:
+                return self.steps[index].step()
+            except WorkerDied:
+                self.close(index)
+                self._recover()
+                raise
+        return step
+
+    def traced_step(self, index: int):
+        return self.steps[index].traced_step()
+
+    def _recover(self) -> None:
+        cluster = self.runtime.cluster
+        if not cluster.restart_dead_workers():
+            return                      # servers someone else runs: the others go on as is
+        for other in self.open_indices:
+            error = self.open(other)
+            if error is not None:
+                self.errors[other] = error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        for index in list(self.stacks):
+            self.close(index)
 
 
 def _compare_in_pairs(results: list, times: dict) -> None:

@@ -146,11 +146,7 @@ class RealMeasurer(Measurer):
                                repeats=self.repeats,
                                traced=int(self.trace_memory),
                                timeout_s=self.timeout_s, on_run=self._bar.update)
-        reason = runs.reason
-        if cluster is not None and not all(cluster.alive()):
-            dead = [i for i, up in enumerate(cluster.alive()) if not up]
-            reason = f"worker task(s) {dead} died during the measurement; {reason}"
-        result = MeasureResult(key=key, status=runs.status, reason=reason)
+        result = MeasureResult(key=key, status=runs.status, reason=runs.reason)
         if runs.status == OK:
             result.set_times(runs.step_times_s)
             if runs.traces:

@@ -26,14 +26,14 @@ import pandas as pd
 
 from tf_placeto.cache import cache_dir, write_atomically
 from tf_placeto.devices import DeviceSet
-from tf_placeto.errors import InputError, MeasurementError
+from tf_placeto.errors import InputError, MeasurementError, first_line
 from tf_placeto.graph.colocation import colocation_sets
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting, step_stats
 from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
-                                          profile_directory, profile_key)
+                                          profile_directory, profile_key, read_table)
 from tf_placeto.measure.runner import OK, ModelRunner, StepRuns
 from tf_placeto.measure.runtime import Runtime
 
@@ -68,14 +68,11 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
     (tf_placeto.measure.fitting); 0 leaves it uncalibrated. A cached profile is refitted when
     real runs have been logged since its fit.
     """
+    found = cached_profile(graph, runtime.device_names, cache)
+    if found is not None:
+        return found
     key, parts = profile_key(graph, runtime.device_names)
     directory = profile_directory(key, cache)
-    cached = CostModel.load(directory)
-    devices = DeviceSet.from_strings(runtime.device_names)
-    if cached is not None:
-        log.info(f"found a profile in the cache: {directory}")
-        fitting.refresh(graph, cached, devices, directory)
-        return Profile(cached, directory, cached=True)
     runner = ModelRunner(graph)
     tables, step_us = [], {}
     for device_type in runtime.device_types:
@@ -97,6 +94,19 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
         fitting.calibrate(graph, model, runtime, directory, placements, calibration_budget_s)
     log.info(f"stored the profile in {directory}")
     return Profile(model, directory, cached=False)
+
+
+def cached_profile(graph: OpGraph, device_names, cache: Optional[str] = None
+                   ) -> Optional[Profile]:
+    """The profile of `graph` on these devices from the cache (refitted when real runs were
+    logged since), or None; runs nothing, so it needs no runtime."""
+    directory = profile_directory(profile_key(graph, device_names)[0], cache)
+    cached = CostModel.load(directory)
+    if cached is None:
+        return None
+    log.info(f"found a profile in the cache: {directory}")
+    fitting.refresh(graph, cached, DeviceSet.from_strings(device_names), directory)
+    return Profile(cached, directory, cached=True)
 
 
 def single_device_placement(graph: OpGraph, runtime: Runtime, device: str) -> dict:
@@ -165,8 +175,14 @@ def runtime_links(runtime: Runtime, cache: Optional[str] = None) -> pd.DataFrame
                          .encode()).hexdigest()[:20]
     path = os.path.join(cache or cache_dir("profiles"), "links", f"{key}.csv")
     if os.path.isfile(path):
-        log.info(f"found the link calibration of these devices: {path}")
-        return pd.read_csv(path)
+        try:
+            links = read_table(path, LINK_COLUMNS[:4])
+        except (OSError, ValueError) as error:
+            log.warning(f"the cached link calibration at {path} is damaged "
+                        f"({first_line(error)}); timing the links again")
+        else:
+            log.info(f"found the link calibration of these devices: {path}")
+            return links
     links = calibrate_links(runtime)
     write_atomically(path, lambda file: links.to_csv(file, index=False))
     return links

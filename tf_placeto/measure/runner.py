@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -25,6 +27,7 @@ from tf_placeto.graph.importer import import_graph_def
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_inputs
 from tf_placeto.measure import step_stats
+from tf_placeto.measure.cluster import WorkerDied
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.rewrite import placed_proto
 
@@ -104,7 +107,7 @@ class ModelRunner:
                     result.traces.append(steps.traced_step())
                     on_run()
                 result.outputs = steps.outputs
-        except tf.errors.OpError as exc:
+        except (tf.errors.OpError, WorkerDied) as exc:
             return StepRuns(*failure(exc, timeout_s))
         return result
 
@@ -112,18 +115,25 @@ class ModelRunner:
     def session(self, runtime: Runtime, placement: Optional[dict] = None,
                 timeout_s: float = 600.0):
         """The placed graph loaded in its own session, as a StepSession; closed (its state
-        released on every worker) when the block ends. TensorFlow's errors pass through:
-        `failure(exc)` says what they mean."""
+        released on every worker) when the block ends. TensorFlow's errors and WorkerDied
+        pass through: `failure(exc)` says what they mean."""
         import tensorflow as tf  # heavy: loaded on the first real run
 
-        with self._staged(placement) as export_dir, tf.Graph().as_default() as graph:
+        _background_closer()  # started here, not where a session is closed (see _close)
+        graph = tf.Graph()    # not made the default: sessions may close in any order
+        with self._staged(placement) as export_dir:
             session = tf.compat.v1.Session(runtime.target, graph=graph,
                                            config=runtime.session_config(timeout_s))
+
+            def load():
+                with graph.as_default():       # the default graph is per thread
+                    tf.compat.v1.saved_model.loader.load(session, self.tags, export_dir)
+
             try:
-                tf.compat.v1.saved_model.loader.load(session, self.tags, export_dir)
+                runtime.watched(load)
                 yield StepSession(session, self.fetches,
                                   {name: value for name, value in self.feeds.values()},
-                                  timeout_s)
+                                  timeout_s, runtime.watched)
             finally:
                 _close(session, runtime)
 
@@ -149,11 +159,13 @@ class StepSession:
     """Runs steps of one loaded placement: several can stay open at once, so that
     placements can be timed in turns."""
 
-    def __init__(self, session, fetches: dict, feed_dict: dict, timeout_s: float):
+    def __init__(self, session, fetches: dict, feed_dict: dict, timeout_s: float,
+                 watched=lambda call: call()):
         import tensorflow as tf  # heavy: loaded on the first real run
 
         timeout_ms = max(1, round(timeout_s * 1000))      # 0 would mean "no limit"
         self._session, self._fetches, self._feed_dict = session, fetches, feed_dict
+        self._watched = watched
         self._plain = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
         self._tracing = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms,
                                                 trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
@@ -162,22 +174,29 @@ class StepSession:
 
     def step(self) -> float:
         """Run one step; its wall time in seconds."""
-        start = time.perf_counter()
-        self.outputs = self._session.run(self._fetches, self._feed_dict, options=self._plain)
-        return time.perf_counter() - start
+        def timed():
+            start = time.perf_counter()
+            outputs = self._session.run(self._fetches, self._feed_dict, options=self._plain)
+            return time.perf_counter() - start, outputs
+
+        seconds, self.outputs = self._watched(timed)
+        return seconds
 
     def traced_step(self):
         """Run one fully traced step; its RunMetadata (step stats, memory)."""
         metadata = self._metadata()
-        self.outputs = self._session.run(self._fetches, self._feed_dict, options=self._tracing,
-                                         run_metadata=metadata)
+        self.outputs = self._watched(lambda: self._session.run(
+            self._fetches, self._feed_dict, options=self._tracing, run_metadata=metadata))
         return metadata
 
 
 def failure(exc, timeout_s: float) -> tuple:
-    """(status, reason) of a TensorFlow error that ended a placement's runs."""
+    """(status, reason) of a TensorFlow error (or a dead worker) that ended a placement's
+    runs."""
     import tensorflow as tf  # heavy: loaded on the first real run
 
+    if isinstance(exc, WorkerDied):
+        return FAILED, str(exc)
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return INFEASIBLE, f"out of memory: {first_line(exc)}"
     if isinstance(exc, tf.errors.DeadlineExceededError):
@@ -186,21 +205,38 @@ def failure(exc, timeout_s: float) -> tuple:
 
 
 def _close(session, runtime: Runtime) -> None:
-    """Close a session; when a cluster worker died, in the background and quietly.
+    """Close a session; on a cluster quietly, and while a worker is dead in the background.
 
     Closing waits for every task to release the session's state: with a task gone, that wait
-    lasts the whole operation timeout and then fails. The measurement is over either way.
+    lasts the whole operation timeout and then fails; on a restarted worker the state is gone
+    already and closing fails at once. The measurement is over either way. The background is
+    one long-lived thread: this may run in a finalizer, where starting a thread can deadlock.
     """
     cluster = runtime.cluster
-    if cluster is None or all(cluster.alive()):
+    if cluster is None:
         session.close()
-        return
+    elif all(cluster.alive()):
+        _close_quietly(session)
+    else:
+        _background_closer().put(session)
 
-    def close_quietly():
-        with contextlib.suppress(Exception):
-            session.close()
 
-    threading.Thread(target=close_quietly, name="tf-placeto-close", daemon=True).start()
+def _close_quietly(session) -> None:
+    with contextlib.suppress(Exception):
+        session.close()
+
+
+@functools.lru_cache(maxsize=None)
+def _background_closer() -> queue.SimpleQueue:
+    """The queue of sessions that a daemon thread closes, one by one."""
+    sessions = queue.SimpleQueue()
+
+    def close_forever():
+        while True:
+            _close_quietly(sessions.get())
+
+    threading.Thread(target=close_forever, name="tf-placeto-close", daemon=True).start()
+    return sessions
 
 
 def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2,

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from tf_placeto.devices import DeviceSet, parse_device
 from tf_placeto.errors import InputError
-from tf_placeto.measure.cluster import Cluster, parse_cluster
+from tf_placeto.measure.cluster import Cluster, cluster_device_names, parse_cluster
 
 
 @dataclasses.dataclass
@@ -59,9 +59,24 @@ class Runtime:
             config.device_count["CPU"] = self.num_cpus
         return config
 
+    def watched(self, call):
+        """call(); on a cluster, with its tasks watched meanwhile (Cluster.watched): a worker
+        that dies raises WorkerDied within a second or two."""
+        return call() if self.cluster is None else self.cluster.watched(call)
+
     def describe(self) -> str:
         where = self.target or "this process"
         return f"{len(self.device_names)} devices on {where}: {', '.join(self.device_names)}"
+
+
+def planned_device_names(devices: Optional[str] = None, cluster: Optional[str] = None) -> list:
+    """The device names open_runtime(devices, cluster) would give (with nothing `named`),
+    found without starting a cluster: what a cached answer is looked up by."""
+    if devices and cluster:
+        raise InputError("give --devices or --cluster, not both")
+    if cluster:
+        return cluster_device_names(cluster)
+    return (DeviceSet.parse(devices) if devices else DeviceSet.this_machine()).names
 
 
 @contextlib.contextmanager

@@ -1,0 +1,57 @@
+"""Placements timed in turns: every result with its interval and ratio, and a worker that dies
+mid-round ends only the placement whose step it was running."""
+
+import os
+import re
+import signal
+import threading
+import time
+
+import tf_placeto as tp
+from tests.helpers import spinner_model
+from tf_placeto.measure.cluster import LocalCluster
+from tf_placeto.measure.interleaved import measure_interleaved
+from tf_placeto.measure.runtime import Runtime
+
+
+def test_placements_in_turns_get_intervals_and_ratios_to_the_first(mlp_model):
+    graph = tp.import_graph(mlp_model)
+    on = [{op.name: f"/device:CPU:{k}" for op in graph.ops} for k in (0, 1)]
+    results = measure_interleaved(graph, Runtime.local(tp.DeviceSet.local(2)),
+                                  [None, *on], ["as written", "cpu0", "cpu1"], repeats=6)
+    assert [r.status for r in results] == ["ok"] * 3 and all(r.runs == 6 for r in results)
+    for result in results:
+        assert result.interval["low"] <= result.step_time_s <= result.interval["high"]
+        assert result.ratio_to_first["low"] <= result.ratio_to_first["median"] \
+            <= result.ratio_to_first["high"]
+        assert result.peak_memory_bytes and result.trace is not None
+    assert results[0].ratio_to_first["median"] == 1.0
+
+
+def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path):
+    spin = tp.import_graph(spinner_model(str(tmp_path / "spinner"), iterations=100_000))
+    with LocalCluster(2) as cluster:
+        placements = [None] + [{op.name: device for op in spin.ops}
+                               for device in cluster.device_names]
+        doomed, killed_at = cluster.pids[0], []
+
+        def kill():
+            killed_at.append(time.monotonic())
+            os.kill(doomed, signal.SIGKILL)
+
+        killer = threading.Timer(4.0, kill)
+        killer.start()
+        start = time.monotonic()
+        try:
+            results = measure_interleaved(spin, Runtime.on_cluster(cluster), placements,
+                                          repeats=25, timeout_s=600, trace=False)
+        finally:
+            killer.cancel()
+        assert killed_at and time.monotonic() - start < 90      # not the 600 s timeout
+        failed = [r for r in results if r.status == "failed"]
+        assert len(failed) == 1, [(r.status, r.reason) for r in results]
+        assert re.match(r"worker task 0 \(127\.0\.0\.1:\d+\) died during the step: process "
+                        r"killed by SIGKILL", failed[0].reason), failed[0].reason
+        measured = [r for r in results if r.status == "ok"]
+        assert len(measured) == 2 and all(r.runs == 25 for r in measured)
+        assert cluster.alive() == [True, True] and cluster.pids[0] != doomed
