@@ -102,7 +102,7 @@ def _functions_of_other_signatures(meta_graph, signature, graph_def) -> set:
 
 
 def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
-                     clone_suffix: str) -> dict:
+                     clone_suffix: str) -> tuple:
     """Edit (or clone) FunctionDefs per call instance; returns ({top-level call: new name},
     {top-level call: the device it is pinned to}).
 
