@@ -2,18 +2,18 @@
 
     python -m measure.bench_calibration [--models resnet50 transformer ...]
                                         [--cluster local:2] [--placements 16] [--seed 1]
-                                        [--budget 90] [--csv FILE]
+                                        [--budget 90] [--cache DIR] [--csv FILE]
 
 For each real model of measure.real_models (built and cached first): profile it on the
 runtime, which times the profile's own calibration placements for real and fits the simulator
 to them (tf_placeto.measure.fitting); then a separate set of `--placements` placements that
-the fit never saw (every op on each device, splits, every algorithmic placer's decision,
-random placements over fine and coarse groups, drawn with `--seed`) is timed for real, in
-turns, in two independent passes. Printed per model: reality against itself (Spearman between
-the passes), and the calibrated and the uncalibrated simulator against reality (the mean of
-the passes): Spearman and median relative error, and the placement each simulator predicts
-fastest with its real step against the really fastest one. Targets: Spearman >= 0.8 wherever reality
-ranks itself at >= 0.9, median relative error <= 15%.
+the fit never saw (every algorithmic placer's decision and random placements over fine and
+coarse groups, drawn with `--seed`; any placement in the fit's log left out) is timed for
+real, in turns, in two independent passes. Printed per model: reality against itself
+(Spearman between the passes), and the calibrated and the uncalibrated simulator against
+reality (the mean of the passes): Spearman and median relative error, and the placement each
+simulator predicts fastest with its real step against the really fastest one. Targets:
+Spearman >= 0.8 wherever reality ranks itself at >= 0.9, median relative error <= 15%.
 """
 
 from __future__ import annotations
@@ -32,20 +32,30 @@ PLACERS = ("round_robin", "metis", "m_topo", "m_etf", "m_sct", "heft")
 
 
 def evaluation_placements(workload, runtime, count: int, seed: int) -> list:
-    """[(label, placement)] the calibration did not fit on: the placers' decisions among
-    singles, splits and random ones of another seed."""
+    """[(label, placement)] the calibration did not fit on: the placers' decisions and random
+    placements of another seed, leaving out every placement of the observation log the fit
+    was made from (the profile's own singles and splits, earlier runs of place or measure)."""
     import tf_placeto as tp
     from tf_placeto import methods
-    from tf_placeto.measure.fitting import calibration_placements
+    from tf_placeto.measure import fitting
+    from tf_placeto.measure.measurer import device_indices, written_indices
 
+    graph = workload.graph
+    devices = tp.DeviceSet.from_strings(runtime.device_names)
+    fitted = {tuple(o.assignment) for o in fitting.read(workload.profile_dir, len(graph.ops))}
+    written = written_indices(graph, devices)
     problem = workload.problem()
     decided = [(name, problem.placement(methods.place(name, problem, seed=seed).group_devices))
                for name in PLACERS]
-    return calibration_placements([workload.groups, tp.group(workload.graph, max_groups=8)],
-                                  runtime.device_names, count, seed, decided)
+    candidates = fitting.calibration_placements(
+        [workload.groups, tp.group(graph, max_groups=8)], runtime.device_names,
+        count + len(fitted) + len(devices) + 3, seed, decided)
+    unseen = [(label, placement) for label, placement in candidates
+              if tuple(device_indices(graph, devices, placement, written).tolist()) not in fitted]
+    return unseen[:count]
 
 
-def bench(name: str, runtime, args) -> dict:
+def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
     from tf_placeto.measure import fitting
     from tf_placeto.measure.interleaved import measure_interleaved

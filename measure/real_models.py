@@ -2,10 +2,11 @@
 
     python -m measure.real_models --list          # build what is missing, print names and paths
 
-The models users reported `place` making slower, and two controls: `lstm` (recurrent layers,
-known to fail on clusters) and `branches` (independent chains, which do gain from two
-devices). Each is saved with a `serving_default` signature of fixed-shape inputs, batch
-included, random weights drawn from fixed seeds. `inception_v3` is the bundled example, whose
+The models users reported `place` making slower, recurrent layers (`lstm`, `gru`: Keras'
+implementation-selector functions, which failed on clusters before issue 20), and a control,
+`branches` (independent chains, which do gain from two devices). Each is saved with a
+`serving_default` signature of fixed-shape inputs, batch included, random weights drawn from
+fixed seeds. `inception_v3` is the bundled example, whose
 source string the command line takes as it is.
 
 Cache: cache_dir("real_models"), one folder per model, builder version and TensorFlow version.
@@ -194,7 +195,8 @@ MODELS = {m.name: m for m in [
               "two encoder blocks (attention, FFN, LayerNorm), batch 8, seq 64, d_model 128"),
     RealModel("train_step", train_step,
               "one SGD-momentum training step of a small CNN, batch 32 of 32x32x3"),
-    RealModel("control_flow", control_flow, "tf.cond + tf.while_loop over 256x256 matmuls, 8 turns"),
+    RealModel("control_flow", control_flow,
+              "tf.cond + tf.while_loop over 256x256 matmuls, 8 turns"),
     RealModel("lookup", lookup, "string StaticHashTable lookup + embedding + dense, batch 32x16"),
     RealModel("lstm", lstm, "Embedding + LSTM(128) + Dense, batch 16, seq 32 (recurrent)"),
     RealModel("gru", gru, "Embedding + Bidirectional(GRU(64)) + Dense, batch 16, seq 32"),
@@ -215,11 +217,12 @@ def build(name: str) -> str:
                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def save(name: str, out: str) -> None:
-    """Build the model and save it with its `serving_default` signature (in the child)."""
+def save(name: str, out: str, **builder_options) -> None:
+    """Build the model (its builder's options: smaller sizes for tests) and save it with its
+    `serving_default` signature (in the child)."""
     import tensorflow as tf  # heavy: loaded by the builders only
 
-    module = MODELS[name].builder()
+    module = MODELS[name].builder(**builder_options)
     tf.saved_model.save(module, out, signatures={SIGNATURE: module.serve})
 
 

@@ -53,6 +53,24 @@ def spinner_model(path: str, iterations: int) -> str:
     return path
 
 
+def kill_later(pid: int, seconds: float):
+    """A started timer that kill -9s `pid` after `seconds`, and the list that then holds the
+    monotonic time of the kill. Cancel the timer when done."""
+    import signal
+    import threading
+    import time
+
+    killed_at = []
+
+    def kill():
+        killed_at.append(time.monotonic())
+        os.kill(pid, signal.SIGKILL)
+
+    timer = threading.Timer(seconds, kill)
+    timer.start()
+    return timer, killed_at
+
+
 def round_robin(groups, devices=("/device:CPU:0", "/device:CPU:1")) -> dict:
     return groups.placement_for([devices[g % len(devices)] for g in range(len(groups))])
 

@@ -20,11 +20,11 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting
-from tf_placeto.measure.costmodel import Link, profile_directory, profile_key
+from tf_placeto.measure.costmodel import Link, graph_profile_directory
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
-from tf_placeto.measure.profiler import cached_profile, profile as profile_graph
+from tf_placeto.measure.profiler import cached_profile, measure_profile, profile as profile_graph
 from tf_placeto.measure.runtime import open_runtime, planned_device_names
 from tf_placeto.measure.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
@@ -92,7 +92,8 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
 
 
 def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = None,
-            runs: int = 5, cache: Optional[str] = None, calibration_runs: int = 16,
+            runs: int = 5, cache: Optional[str] = None,
+            calibration_runs: int = fitting.CALIBRATION_PLACEMENTS,
             signature: Optional[str] = None, tag_set: Optional[str] = None) -> Profile:
     """The cost model of `source` on the devices or cluster (see `place`): from the cache, or
     measured now with `runs` traced runs and stored there, then the simulator calibrated on
@@ -102,8 +103,8 @@ def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = N
     if found is not None:
         return found                    # a cached answer starts no workers
     with open_runtime(devices, cluster) as runtime:
-        return profile_graph(graph, runtime, cache=cache, runs=runs,
-                             calibration_runs=calibration_runs)
+        return measure_profile(graph, runtime, cache=cache, runs=runs,
+                               calibration_runs=calibration_runs)
 
 
 def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (None,),
@@ -132,8 +133,8 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s)
-            directory = profile_directory(profile_key(graph, runtime.device_names)[0], cache)
-            fitting.record(directory, graph, device_set, placements, results, "measure")
+            fitting.record(graph_profile_directory(graph, runtime.device_names, cache), graph,
+                           device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results

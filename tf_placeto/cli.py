@@ -17,10 +17,11 @@ import pandas as pd
 from tf_placeto import _quiet, api, methods, plots
 from tf_placeto._version import __version__
 from tf_placeto.compare import compare_sources, printable
-from tf_placeto.errors import InputError, PlacetoError, RuntimeFailure
+from tf_placeto.errors import InputError, MeasurementError, PlacetoError, RuntimeFailure
 from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress, progress_to
+from tf_placeto.measure import fitting
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.policy import specs
 from tf_placeto.policy.starts import fast_start
@@ -157,10 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_arguments(profile)
     profile.add_argument("--runs", type=_count(1), default=5, metavar="N",
                          help="traced runs whose median is each op's cost (default 5)")
-    profile.add_argument("--calibrate", type=_count(0), default=16, metavar="N",
-                         help="then time N diverse placements for real and fit the simulator "
-                              "to them (default 16; 0: skip); refitted later with every real "
-                              "measurement of the graph")
+    profile.add_argument("--calibrate", type=_count(0),
+                         default=fitting.CALIBRATION_PLACEMENTS, metavar="N",
+                         help="then, on two or more devices, time N diverse placements for "
+                              "real and fit the simulator to them (default "
+                              f"{fitting.CALIBRATION_PLACEMENTS}; 0: skip); refitted later "
+                              "with every real measurement of the graph")
     profile.add_argument("--cache", metavar="DIR",
                          help="where profiles are kept (default $TF_PLACETO_CACHE/profiles)")
     profile.add_argument("--json", action="store_true", help="print one JSON object")
@@ -462,12 +465,11 @@ def _measure(args) -> int:
 
 
 def _measured_something(statuses) -> int:
-    """EXIT_OK when a row was measured (or simulated); else says so and gives EXIT_FAILED."""
-    if "ok" in set(statuses):
-        return EXIT_OK
-    print("tf-placeto: failed: nothing could be measured (see the reasons above)",
-          file=sys.stderr)
-    return EXIT_FAILED
+    """EXIT_OK when a row was measured (or simulated), after the rows were printed; else a
+    failure, which exits 1."""
+    if "ok" not in set(statuses):
+        raise MeasurementError("nothing could be measured (see the reasons above)")
+    return EXIT_OK
 
 
 def _print_results(results) -> None:

@@ -160,17 +160,18 @@ def _swappable_calls(graph: OpGraph, device_of: dict, functions: dict) -> tuple:
     """Where each call of an `api_implements` function runs (see the module's docstring).
 
     Returns (ids of instances to make inlinable, {id(parent instance) or None: {call node:
-    device}}) for the calls whose whole body is placed on one device.
+    device}}) for the calls whose whole body is placed on one device. A body placed in part
+    is made inlinable: its other ops may land anywhere.
     """
     inlined, call_devices = set(), {}
     for instance in graph.instances:
         if _IMPLEMENTS not in functions[instance.function_name].attr:
             continue
-        devices = {device_of.get(i, graph.ops[i].requested_device)
-                   for i in instance.subtree_ops()}
-        if not devices & set(device_of.values()):
+        ops = list(instance.subtree_ops())
+        devices = {device_of[i] for i in ops if i in device_of}
+        if not devices:
             continue                # not placed: runs as written
-        if len(devices) == 1:
+        if len(devices) == 1 and all(i in device_of for i in ops):
             parent = id(instance.parent) if instance.parent is not None else None
             call_devices.setdefault(parent, {})[instance.call_node] = devices.pop()
         else:

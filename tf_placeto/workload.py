@@ -17,7 +17,7 @@ from typing import Optional
 import numpy as np
 
 from tf_placeto import methods
-from tf_placeto.devices import DeviceSet, parse_device
+from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError
 from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
@@ -97,7 +97,7 @@ class Workload:
         else:
             names, model = self.cost_model.with_more_devices(
                 n_devices or len(self.profiled_devices), link)
-        devices = DeviceSet([parse_device(name) for name in names])
+        devices = DeviceSet.from_strings(names)
         problem = PlacementProblem.build(self.groups, model, devices)
         if memory is not None:
             limit = memory.bytes_for(problem.single_device_peak_bytes)

@@ -25,12 +25,6 @@ from tf_placeto.errors import PlacetoError
 FULL_TRACE = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(2) as local:
-        yield local
-
-
 def two_task_graph(devices):
     """a = x @ y on devices[0], b = a @ w on devices[1]: `a` must travel between them.
 

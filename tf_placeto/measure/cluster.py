@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import os
+import queue
 import re
 import selectors
 import shutil
@@ -68,6 +69,7 @@ class Cluster:
     def __init__(self, job_name: str, addresses: list):
         self.job_name = job_name
         self.addresses = list(addresses)
+        self._caller = None          # the CallThread of watched(), made on first use
 
     @property
     def target(self) -> str:
@@ -124,30 +126,25 @@ class Cluster:
     watch_interval_s = WATCH_REMOTE_S
 
     def watched(self, call):
-        """call() on a helper thread while the tasks are watched: a task that dies ends the
-        wait within `watch_interval_s` with WorkerDied, instead of at TensorFlow's operation
-        timeout. An error raised while a task is dead is reported as its death too.
+        """call() on this cluster's call thread while the tasks are watched: a task that dies
+        ends the wait within `watch_interval_s` with WorkerDied, instead of at TensorFlow's
+        operation timeout. An error raised while a task is dead is reported as its death too.
 
-        The abandoned call returns when TensorFlow gives up; its session is closed in the
-        background (see runner).
+        The abandoned call keeps its thread until TensorFlow gives up; later calls get a new
+        one. Its session is closed in the background (see runner).
         """
-        done, outcome = threading.Event(), {}
-
-        def run():
+        if self._caller is None:
+            self._caller = CallThread()
+        future = self._caller.submit(call)
+        while not concurrent.futures.wait([future], self.watch_interval_s).done:
             try:
-                outcome["value"] = call()
-            except BaseException as error:      # handed to the waiting thread below
-                outcome["error"] = error
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="tf-placeto-step", daemon=True).start()
-        while not done.wait(self.watch_interval_s):
-            self._raise_if_dead()
-        if "error" in outcome:
-            self._raise_if_dead(outcome["error"])
-            raise outcome["error"]
-        return outcome["value"]
+                self._raise_if_dead()
+            except WorkerDied:
+                self._caller = None
+                raise
+        if future.exception() is not None:
+            self._raise_if_dead(future.exception())
+        return future.result()
 
     def _raise_if_dead(self, cause=None) -> None:
         dead = [task for task, up in enumerate(self.alive()) if not up]
@@ -487,6 +484,28 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:   # real-time signals have no name
         return f"signal {number}"
+
+
+class CallThread:
+    """One daemon thread that runs the calls handed to it in turn: a measured step costs no
+    thread start. A daemon, so that a call stuck on a dead task never holds up exit."""
+
+    def __init__(self):
+        self._calls = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="tf-placeto-call", daemon=True).start()
+
+    def submit(self, call) -> concurrent.futures.Future:
+        future = concurrent.futures.Future()
+        self._calls.put((call, future))
+        return future
+
+    def _serve(self):
+        while True:
+            call, future = self._calls.get()
+            try:
+                future.set_result(call())
+            except BaseException as error:      # handed to the waiting thread
+                future.set_exception(error)
 
 
 class _PortTaken(Exception):

@@ -27,7 +27,7 @@ from tf_placeto.devices import parse_device
 from tf_placeto.errors import InputError, first_line
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import signature_inputs
-from tf_placeto.measure.calibration import Calibration
+from tf_placeto.measure.calibration import CALIBRATION_FILE, Calibration
 
 log = logging.getLogger(__name__)
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
@@ -78,6 +78,11 @@ def profile_directory(key: str, cache: Optional[str] = None) -> str:
     """Where the profile of `key` (profile_key) is kept, with its calibration and the real
     runs of its graph on its devices (tf_placeto.measure.fitting)."""
     return os.path.join(cache or cache_dir("profiles"), key)
+
+
+def graph_profile_directory(graph: OpGraph, device_names, cache: Optional[str] = None) -> str:
+    """profile_directory of `graph` on these devices."""
+    return profile_directory(profile_key(graph, device_names)[0], cache)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +239,8 @@ class CostModel:
         """The profile stored in `directory`, or None when there is none: no META_FILE (it is
         written last, so a profile cut short while saving has none). A damaged entry (files
         that do not parse, tables missing or without their columns) is named in the log and
-        its tables removed, so that it is profiled again; the logs of real runs stay."""
+        its tables and their calibration removed, so that it is profiled again; the logs of
+        real runs stay."""
         meta_path = os.path.join(directory, META_FILE)
         if not os.path.isfile(meta_path):
             return None
@@ -253,7 +259,7 @@ class CostModel:
         except (OSError, ValueError) as error:
             log.warning(f"the cached profile at {directory} is damaged ({first_line(error)}); "
                         "profiling again")
-            for name in (META_FILE, OPS_FILE, LINKS_FILE):
+            for name in (META_FILE, OPS_FILE, LINKS_FILE, CALIBRATION_FILE):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(directory, name))
             return None

@@ -3,8 +3,8 @@
 Every real measurement of a graph on a runtime is an observation: a placement (the device of
 each op) and its median step. They go to an append-only log beside the profile
 (OBSERVATIONS_FILE), from the profile's own calibration runs (`calibrate`: diverse placements
-timed in turns) and from every later measurement (`measure`, `place`, `optimize()`, real
-training), so the fit improves with use (`refresh` refits when the log has grown).
+timed in turns) and from every later measurement (`measure`, `place`, `optimize()`), so the
+fit improves with use (`refresh` refits when the log has grown).
 
 The fit chooses the calibration's parameters that make the simulated steps closest to the
 real ones: least squares on log(simulated / real), robust to a few wild runs (soft L1), with
@@ -62,7 +62,7 @@ class Observation:
     assignment: list             # device index of each op (graph order) in the runtime's devices
     step_s: float                # real median step
     label: str = ""
-    origin: str = ""             # what measured it: profile, measure, place, train
+    origin: str = ""             # what measured it: profile, measure or place
 
 
 def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placements,
@@ -263,7 +263,10 @@ def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory
 def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory: str,
             force: bool = False) -> Optional[Calibration]:
     """Refit when the log holds runs the calibration has not seen (or `force`), store the fit
-    beside the profile and set it on `cost_model`; the calibration in use either way."""
+    beside the profile and set it on `cost_model`; the calibration in use either way.
+
+    The held-out check (several fits more) runs only when forced, as `calibrate` does: a
+    refit on a command's way in keeps the quality last measured, whose `runs` says on what."""
     logged = read(directory, len(graph.ops))
     current = cost_model.calibration
     if len(logged) < MIN_OBSERVATIONS or (
@@ -273,11 +276,13 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     log.info(f"fitting the simulator to {len(observations)} real runs")
     predictor = _Predictor(graph, cost_model, devices)
     calibration = _fit(predictor, observations, current, FIT_ITERATIONS)
-    quality = _held_out(predictor, observations) if len(observations) >= MIN_HELD_OUT else {}
+    checked = force and len(observations) >= MIN_HELD_OUT
+    quality = _held_out(predictor, observations) if checked else (
+        current.quality if current is not None else {})
     calibration = dataclasses.replace(calibration, quality=quality, observations=len(logged))
     calibration.save(directory)
     cost_model.calibration = calibration
-    if quality:
+    if checked:
         after, before = quality["calibrated"], quality["uncalibrated"]
         log.info(f"simulator on {quality['runs']} real runs, held out: Spearman "
                  f"{after['spearman']:.2f} (uncalibrated {before['spearman']:.2f}), median "

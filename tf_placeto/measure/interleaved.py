@@ -81,9 +81,10 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
 class _Sessions:
     """One open StepSession per placement that loads, and what to do when a worker dies.
 
-    A worker that dies during a placement's step ends that placement (WorkerDied says which
-    task and how). A local cluster then restarts it; every other placement's session, which
-    lost its state on that task, is opened again and warmed up, and the rounds go on.
+    A worker that dies during a placement's step (or while it loads, or during its traced
+    step) ends that placement (WorkerDied says which task and how). A local cluster then
+    restarts the worker; every other placement's session, which lost its state on that task,
+    is opened again and warmed up, and the rounds go on.
     """
 
     def __init__(self, runner: ModelRunner, runtime: Runtime, placements: list, warmup: int,
@@ -99,10 +100,36 @@ class _Sessions:
         return sorted(self.steps)
 
     def open(self, index: int):
-        """Open and warm up `index`'s session; the error that prevented it, or None."""
+        """Open and warm up `index`'s session; the error that prevented it, or None (a worker
+        that died meanwhile is restarted first, see _recover)."""
+        error = self._open(index)
+        if isinstance(error, WorkerDied):
+            self._recover()
+        return error
+
+    def stepper(self, index: int):
+        """A step callable for `index` (see _guarded)."""
+        return lambda: self._guarded(index, lambda: self.steps[index].step())
+
+    def traced_step(self, index: int):
+        return self._guarded(index, lambda: self.steps[index].traced_step())
+
+    def _guarded(self, index: int, call):
+        """call() on `index`'s open session; when its worker dies, `index` is closed and the
+        others recovered before WorkerDied goes on."""
+        if index not in self.steps:
+            raise self.errors[index]
+        try:
+            return call()
+        except WorkerDied:
+            self._close(index)
+            self._recover()
+            raise
+
+    def _open(self, index: int):
         import tensorflow as tf  # heavy: loaded on the first real run
 
-        self.close(index)
+        self._close(index)
         stack = contextlib.ExitStack()
         try:
             session = stack.enter_context(self.runner.session(
@@ -118,34 +145,18 @@ class _Sessions:
         self.stacks[index], self.steps[index] = stack, session
         return None
 
-    def close(self, index: int) -> None:
+    def _close(self, index: int) -> None:
         self.steps.pop(index, None)
         stack = self.stacks.pop(index, None)
         if stack is not None:
             stack.close()
-
-    def stepper(self, index: int):
-        """A step callable for `index` that recovers the others when its worker dies."""
-        def step():
-            if index not in self.steps:
-                raise self.errors[index]
-            try:
-                return self.steps[index].step()
-            except WorkerDied:
-                self.close(index)
-                self._recover()
-                raise
-        return step
-
-    def traced_step(self, index: int):
-        return self.steps[index].traced_step()
 
     def _recover(self) -> None:
         cluster = self.runtime.cluster
         if not cluster.restart_dead_workers():
             return                      # servers someone else runs: the others go on as is
         for other in self.open_indices:
-            error = self.open(other)
+            error = self._open(other)
             if error is not None:
                 self.errors[other] = error
 
@@ -154,7 +165,7 @@ class _Sessions:
 
     def __exit__(self, *exc_info):
         for index in list(self.stacks):
-            self.close(index)
+            self._close(index)
 
 
 def _compare_in_pairs(results: list, times: dict) -> None:

@@ -32,8 +32,9 @@ from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting, step_stats
-from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel, new_meta,
-                                          profile_directory, profile_key, read_table)
+from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel,
+                                          graph_profile_directory, new_meta, profile_directory,
+                                          profile_key, read_table)
 from tf_placeto.measure.runner import OK, ModelRunner, StepRuns
 from tf_placeto.measure.runtime import Runtime
 
@@ -65,12 +66,21 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
 
     On two or more devices, `calibration_runs` diverse placements are then timed for real
     (in turns, for up to `calibration_budget_s`) and the simulator is fitted to them
-    (tf_placeto.measure.fitting); 0 leaves it uncalibrated. A cached profile is refitted when
-    real runs have been logged since its fit.
+    (tf_placeto.measure.fitting); 0 times none. A cached profile is (re)fitted whenever
+    real runs of the graph have been logged since its fit, by measure, place or optimize().
     """
     found = cached_profile(graph, runtime.device_names, cache)
     if found is not None:
         return found
+    return measure_profile(graph, runtime, cache, runs, warmup, calibration_runs,
+                           calibration_budget_s)
+
+
+def measure_profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None,
+                    runs: int = 5, warmup: int = 2,
+                    calibration_runs: int = fitting.CALIBRATION_PLACEMENTS,
+                    calibration_budget_s: float = 60.0) -> Profile:
+    """`profile` without looking in the cache first: measured now, stored there."""
     key, parts = profile_key(graph, runtime.device_names)
     directory = profile_directory(key, cache)
     runner = ModelRunner(graph)
@@ -100,7 +110,7 @@ def cached_profile(graph: OpGraph, device_names, cache: Optional[str] = None
                    ) -> Optional[Profile]:
     """The profile of `graph` on these devices from the cache (refitted when real runs were
     logged since), or None; runs nothing, so it needs no runtime."""
-    directory = profile_directory(profile_key(graph, device_names)[0], cache)
+    directory = graph_profile_directory(graph, device_names, cache)
     cached = CostModel.load(directory)
     if cached is None:
         return None

@@ -12,10 +12,8 @@ import contextlib
 import dataclasses
 import functools
 import os
-import queue
 import shutil
 import tempfile
-import threading
 import time
 from typing import Callable, Optional
 
@@ -27,7 +25,7 @@ from tf_placeto.graph.importer import import_graph_def
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_inputs
 from tf_placeto.measure import step_stats
-from tf_placeto.measure.cluster import WorkerDied
+from tf_placeto.measure.cluster import CallThread, WorkerDied
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.rewrite import placed_proto
 
@@ -157,10 +155,9 @@ class ModelRunner:
 
 class StepSession:
     """Runs steps of one loaded placement: several can stay open at once, so that
-    placements can be timed in turns."""
+    placements can be timed in turns. `watched` runs each blocking call (Runtime.watched)."""
 
-    def __init__(self, session, fetches: dict, feed_dict: dict, timeout_s: float,
-                 watched=lambda call: call()):
+    def __init__(self, session, fetches: dict, feed_dict: dict, timeout_s: float, watched):
         import tensorflow as tf  # heavy: loaded on the first real run
 
         timeout_ms = max(1, round(timeout_s * 1000))      # 0 would mean "no limit"
@@ -218,7 +215,7 @@ def _close(session, runtime: Runtime) -> None:
     elif all(cluster.alive()):
         _close_quietly(session)
     else:
-        _background_closer().put(session)
+        _background_closer().submit(lambda: _close_quietly(session))
 
 
 def _close_quietly(session) -> None:
@@ -227,16 +224,9 @@ def _close_quietly(session) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _background_closer() -> queue.SimpleQueue:
-    """The queue of sessions that a daemon thread closes, one by one."""
-    sessions = queue.SimpleQueue()
-
-    def close_forever():
-        while True:
-            _close_quietly(sessions.get())
-
-    threading.Thread(target=close_forever, name="tf-placeto-close", daemon=True).start()
-    return sessions
+def _background_closer() -> CallThread:
+    """The thread that closes sessions a dead worker left, one by one."""
+    return CallThread()
 
 
 def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2,

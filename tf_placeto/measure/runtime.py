@@ -61,7 +61,7 @@ class Runtime:
 
     def watched(self, call):
         """call(); on a cluster, with its tasks watched meanwhile (Cluster.watched): a worker
-        that dies raises WorkerDied within a second or two."""
+        that dies raises WorkerDied within the cluster's `watch_interval_s`."""
         return call() if self.cluster is None else self.cluster.watched(call)
 
     def describe(self) -> str:
@@ -72,8 +72,7 @@ class Runtime:
 def planned_device_names(devices: Optional[str] = None, cluster: Optional[str] = None) -> list:
     """The device names open_runtime(devices, cluster) would give (with nothing `named`),
     found without starting a cluster: what a cached answer is looked up by."""
-    if devices and cluster:
-        raise InputError("give --devices or --cluster, not both")
+    _check_one_of(devices, cluster)
     if cluster:
         return cluster_device_names(cluster)
     return (DeviceSet.parse(devices) if devices else DeviceSet.this_machine()).names
@@ -88,8 +87,7 @@ def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
     or file) or "TF_CONFIG". With neither: this machine's devices plus any local devices that
     `named` (the placements' devices) mention, such as logical CPUs.
     """
-    if devices and cluster:
-        raise InputError("give --devices or --cluster, not both")
+    _check_one_of(devices, cluster)
     if cluster:
         with parse_cluster(cluster) as running:
             yield Runtime.on_cluster(running)
@@ -101,3 +99,8 @@ def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
     wanted = sorted({here.check(name) for name in named} | set(here.names),
                     key=lambda n: (parse_device(n).device_type, parse_device(n).index))
     yield Runtime.local(DeviceSet.from_strings(wanted))
+
+
+def _check_one_of(devices: Optional[str], cluster: Optional[str]) -> None:
+    if devices and cluster:
+        raise InputError("give --devices or --cluster, not both")

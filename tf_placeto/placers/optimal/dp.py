@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 import scipy.sparse
 
-from tf_placeto.placers.optimal.model import all_edges, links_alike
+from tf_placeto.placers.optimal.model import all_edges
 from tf_placeto.placers.problem import PlacementProblem
 
 DP_MAX_IDEALS = 2000      # its tables are ideals x ideals
@@ -22,7 +22,7 @@ DP_MAX_CELLS = 2e8        # table cells over all its states (sets of devices in 
 def pipeline_ideals(problem: PlacementProblem) -> Optional[np.ndarray]:
     """The ideals of the forward group DAG, as rows of a bool matrix ordered by size (the first
     empty, the last every group), where the dynamic program applies; else None."""
-    if not links_alike(problem):
+    if not problem.links_alike:
         return None
     needs = [0] * problem.n_groups
     for a, b in zip(problem.edge_src, problem.edge_dst):

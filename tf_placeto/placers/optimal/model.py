@@ -24,9 +24,3 @@ def all_edges(problem: PlacementProblem) -> tuple:
             np.concatenate([problem.edge_dst, problem.feedback_dst]),
             np.concatenate([problem.edge_bytes, problem.feedback_bytes]),
             np.concatenate([problem.edge_extra_us, problem.feedback_extra_us]))
-
-
-def links_alike(problem: PlacementProblem) -> bool:
-    off = ~np.eye(problem.n_devices, dtype=bool)
-    return np.unique(problem.latency_us[off]).size <= 1 \
-        and np.unique(problem.bytes_per_us[off]).size <= 1
