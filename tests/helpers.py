@@ -53,6 +53,30 @@ def spinner_model(path: str, iterations: int) -> str:
     return path
 
 
+def two_buffers_model(path: str, floats: int) -> str:
+    """A SavedModel (signature "step") that fills two buffers of `floats` floats, under
+    name scopes "left" and "right", and sums each only once both exist: on one device both
+    are held at once, split by scope each device holds one."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def step(scale):
+        with tf.name_scope("left"):
+            left = tf.random.uniform([floats]) * scale
+        with tf.name_scope("right"):
+            right = tf.random.uniform([floats]) * scale
+        with tf.name_scope("left"), tf.control_dependencies([right]):
+            left_sum = tf.reduce_sum(left)
+        with tf.name_scope("right"), tf.control_dependencies([left]):
+            right_sum = tf.reduce_sum(right)
+        return {"total": left_sum + right_sum}
+
+    module = tf.Module()
+    module.step = step
+    tf.saved_model.save(module, path, signatures={"step": step})
+    return path
+
+
 def kill_later(pid: int, seconds: float):
     """A started timer that kill -9s `pid` after `seconds`, and the list that then holds the
     monotonic time of the kill. Cancel the timer when done."""

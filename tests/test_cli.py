@@ -110,6 +110,8 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "negative warm-up": ["measure", mlp_model, "--warmup", "-1"],
         "fractional repeats": ["measure", mlp_model, "--repeats", "2.5"],
         "zero profile runs": ["profile", mlp_model, "--runs", "0"],
+        "worker memory in words": ["measure", mlp_model, "--cluster", "local:2,memory=lots"],
+        "unknown local cluster option": ["profile", mlp_model, "--cluster", "local:2,cores=1"],
         "negative calibration": ["profile", mlp_model, "--calibrate", "-3"],
         "zero max groups to place": ["place", mlp_model, "--max-groups", "0"],
         "negative seed": ["place", mlp_model, "--seed", "-1"],

@@ -79,7 +79,8 @@ def _runtime_arguments(parser, default: str = "this machine's devices") -> None:
                         help="devices in this process: a count (of GPUs, else logical CPUs) or "
                              "comma-separated device names")
     parser.add_argument("--cluster", metavar="SPEC",
-                        help="local:N (N worker processes on this machine, one core each), a "
+                        help="local:N (N worker processes on this machine, one core each; "
+                             "local:N,memory=SIZE caps each one's memory), a "
                              "ClusterSpec JSON (text or file), or TF_CONFIG "
                              f"(default, without --devices: {default})")
 

@@ -11,10 +11,28 @@ import dataclasses
 import re
 from typing import Iterable, Optional, Sequence
 
-from tf_placeto.errors import DeviceError
+from tf_placeto.errors import DeviceError, InputError
 
 _LOCAL_JOBS = (None, "localhost")
 _INTEGER = re.compile(r"^\d+$")
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_AMOUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def memory_amount(text: str, what: str, or_else: str = "") -> tuple:
+    """(number, bytes per unit, the unit as written) of "2GiB", "500MB" or "123456789"; an
+    InputError that names `what` (and `or_else`, what else it may be) for anything else, or
+    for an amount that is not positive."""
+    match = _AMOUNT.match(str(text))
+    unit = match.group(2) if match else None
+    if not match or unit.upper() not in _BYTE_UNITS:
+        raise InputError(f"{what} {text!r}: give bytes, e.g. 2GiB, 500MB or "
+                         f"123456789{or_else}")
+    value = float(match.group(1))
+    if value <= 0:
+        raise InputError(f"{what} {text!r} must be positive")
+    return value, _BYTE_UNITS[unit.upper()], unit
 
 
 @dataclasses.dataclass(frozen=True, order=True)

@@ -11,14 +11,12 @@ cluster describes eight such workers with the same per-op costs and the measured
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Optional
 
 import numpy as np
 
 from tf_placeto import methods
-from tf_placeto.devices import DeviceSet
-from tf_placeto.errors import InputError
+from tf_placeto.devices import DeviceSet, memory_amount
 from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
@@ -27,10 +25,6 @@ from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.profiler import profile
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.run import PlacerResult
-
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-_MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,17 +39,11 @@ class MemoryLimit:
         """"2GiB", "500MB", "123456789" (bytes) or "0.6" (a fraction, at most 1)."""
         if text is None:
             return None
-        match = _MEMORY.match(str(text))
-        unit = match.group(2).upper() if match else None
-        if not match or unit not in _UNITS:
-            raise InputError(f"memory per device {text!r}: give bytes (e.g. 2GiB, 500MB, "
-                             "123456789) or a fraction of the graph's footprint (e.g. 0.6)")
-        value = float(match.group(1))
-        if value <= 0:
-            raise InputError(f"memory per device {text!r} must be positive")
+        value, unit_bytes, unit = memory_amount(
+            text, "memory per device", or_else=", or a fraction of the graph's footprint (0.6)")
         if not unit and value <= 1:
             return cls(fraction=value)
-        return cls(bytes=value * _UNITS[unit])
+        return cls(bytes=value * unit_bytes)
 
     def bytes_for(self, footprint_bytes: float) -> float:
         return self.bytes if self.bytes is not None else self.fraction * footprint_bytes

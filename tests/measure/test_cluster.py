@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ import tensorflow as tf
 from tests.helpers import REPO
 from tf_placeto.measure import cluster as cluster_module
 from measure.bench_cluster import chains_graph
-from tf_placeto.measure.cluster import ClusterError, ExistingCluster, LocalCluster, parse_cluster
+from tf_placeto.measure.cluster import (ClusterError, ExistingCluster, LocalCluster,
+                                        cluster_device_names, parse_cluster)
 from tf_placeto.measure.worker import is_loopback, listen_addresses
 from tf_placeto.errors import PlacetoError
 
@@ -228,12 +230,46 @@ def test_check_names_tasks_whose_servers_do_not_match_the_spec(cluster):
     ("local:0", "local:N with N >= 1"),
     ("local:x", "local:N with N >= 1"),
     ("local:", "local:N with N >= 1"),
+    ("local:2,memory=lots", "memory cap of cluster 'local:2,memory=lots' 'lots': give bytes"),
+    ("local:2,memory=0", "'0' must be positive"),
+    ("local:2,memory=-1GiB", "give bytes"),
+    ("local:2,memory=", "'memory=' is not memory=SIZE"),
+    ("local:2,cores=1", "'cores=1' is not memory=SIZE"),
 ])
 def test_bad_specs_raise_one_clear_line(spec, message, monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(PlacetoError, match=re.escape(message)) as raised:
         parse_cluster(spec)
     assert "\n" not in str(raised.value)
+
+
+def test_a_memory_cap_names_the_same_devices():
+    assert cluster_device_names("local:3,memory=1.5GiB") == cluster_device_names("local:3")
+    assert len(cluster_device_names("local:3")) == 3
+
+
+def test_a_memory_cap_below_what_a_worker_uses_is_refused_and_stops_it():
+    made = []
+    spawn = LocalCluster._spawn
+    with pytest.raises(PlacetoError, match=r"a memory cap of 1 MiB per worker is less than a "
+                                           r"worker uses before it runs anything \(\d+ MiB"):
+        with mock.patch.object(LocalCluster, "_spawn",
+                               lambda self, task: made.append(spawn(self, task)) or made[-1]):
+            LocalCluster(1, memory_limit_bytes=2**20)
+    assert made and all(process.poll() is not None for process in made)
+
+
+def test_a_worker_the_kernel_kills_for_memory_is_named_out_of_memory(monkeypatch):
+    """The kernel's out-of-memory killer cannot be made to strike here: its count in the
+    memory control group is what is faked, the kill itself is real."""
+    kills = iter(range(100))
+    monkeypatch.setattr(cluster_module, "_oom_kills", lambda: next(kills))
+    with LocalCluster(1) as local:
+        os.kill(local.pids[0], signal.SIGKILL)
+        with pytest.raises(cluster_module.WorkerDied, match=r"killed by SIGKILL \(out of "
+                                                            r"memory\)") as raised:
+            local.watched(lambda: time.sleep(30))
+        assert raised.value.out_of_memory
 
 
 def test_bad_json_file_names_the_file(tmp_path):

@@ -5,8 +5,8 @@ import re
 import time
 
 import tf_placeto as tp
-from tests.helpers import kill_later, spinner_model
-from tf_placeto.measure.cluster import LocalCluster
+from tests.helpers import kill_later, spinner_model, two_buffers_model
+from tf_placeto.measure.cluster import LocalCluster, _data_memory_bytes
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.runtime import Runtime
 
@@ -47,3 +47,23 @@ def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path):
         measured = [r for r in results if r.status == "ok"]
         assert len(measured) == 2 and all(r.runs == 25 for r in measured)
         assert cluster.alive() == [True, True] and cluster.pids[0] != doomed
+
+
+def test_a_placement_out_of_memory_is_an_infeasible_row_and_the_others_are_measured(tmp_path):
+    floats = 2**27                                   # 512 MiB a buffer
+    graph = tp.import_graph(two_buffers_model(str(tmp_path / "buffers"), floats))
+    with LocalCluster(1) as probe:
+        at_rest = _data_memory_bytes(probe.pids[0])
+    # room for 1.75 buffers on top of a worker at rest: one on each device fits, two on one not
+    with LocalCluster(2, memory_limit_bytes=at_rest + 7 * floats) as cluster:
+        first, second = cluster.device_names
+        together = {op.name: first for op in graph.ops}
+        apart = {op.name: second if "/right" in op.name else first for op in graph.ops}
+        results = measure_interleaved(graph, Runtime.on_cluster(cluster), [together, apart],
+                                      ["together", "apart"], repeats=3)
+        assert cluster.alive() == [True, True]
+    assert results[0].status == "infeasible"
+    assert results[0].reason.startswith(f"out of memory on {first}: OOM when allocating tensor "
+                                        f"with shape[{floats}]"), results[0].reason
+    assert results[1].status == "ok" and results[1].runs == 3
+    assert min(results[1].peak_memory_bytes.values()) >= 4 * floats

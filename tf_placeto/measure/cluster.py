@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import re
+import resource
 import selectors
 import shutil
 import signal
@@ -30,7 +31,9 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Optional
 
+from tf_placeto.devices import memory_amount
 from tf_placeto.errors import InputError, RuntimeFailure
 from tf_placeto.measure import worker
 
@@ -53,11 +56,12 @@ class ClusterSpecError(InputError):
 
 
 class WorkerDied(RuntimeFailure):
-    """A task of the cluster died (or stopped taking connections) during a call."""
+    """A task of the cluster died (or stopped taking connections) during a call;
+    `out_of_memory` when it is known to have died for want of memory."""
 
-    def __init__(self, task: int, address: str, how: str):
+    def __init__(self, task: int, address: str, how: str, out_of_memory: bool = False):
         super().__init__(f"worker task {task} ({address}) died during the step: {how}")
-        self.task, self.how = task, how
+        self.task, self.how, self.out_of_memory = task, how, out_of_memory
 
 
 class Cluster:
@@ -123,6 +127,11 @@ class Cluster:
         """How a task that alive() reports dead went."""
         return self._connection_problem(task, ALIVE_TIMEOUT_S) or "it answers again"
 
+    def died_of_memory(self, task: int) -> bool:
+        """Is `task`, dead, known to have died for want of memory? Not from here for servers
+        someone else runs."""
+        return False
+
     watch_interval_s = WATCH_REMOTE_S
 
     def watched(self, call):
@@ -149,8 +158,8 @@ class Cluster:
     def _raise_if_dead(self, cause=None) -> None:
         dead = [task for task, up in enumerate(self.alive()) if not up]
         if dead:
-            raise WorkerDied(dead[0], self.addresses[dead[0]], self.death_note(dead[0])) \
-                from cause
+            raise WorkerDied(dead[0], self.addresses[dead[0]], self.death_note(dead[0]),
+                             self.died_of_memory(dead[0])) from cause
 
     def restart_dead_workers(self) -> list:
         """Servers someone else runs cannot be restarted from here: returns no task."""
@@ -216,9 +225,14 @@ class LocalCluster(Cluster):
 
     Linux only. Worker i runs on core i modulo the cores this process may use. Each worker's
     stderr (TensorFlow's native log) goes to `log_paths[i]`, kept until close().
+
+    `memory_limit_bytes` caps each worker's data memory (its RLIMIT_DATA, TensorFlow's own
+    runtime included): a tensor that would pass it fails with ResourceExhausted on that
+    worker's device, as on a device that is full, and the worker lives on.
     """
 
-    def __init__(self, num_workers: int, start_timeout_s: float = 60):
+    def __init__(self, num_workers: int, start_timeout_s: float = 60,
+                 memory_limit_bytes: Optional[int] = None):
         if num_workers < 1:
             raise ClusterSpecError(f"a local cluster needs at least one worker, "
                                    f"not {num_workers}")
@@ -227,7 +241,9 @@ class LocalCluster(Cluster):
                                    "pass their ClusterSpec JSON")
         super().__init__("worker", [])
         self.start_timeout_s = start_timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
         self._processes = [None] * num_workers
+        self._oom_kills_at_start = [None] * num_workers
         self._log_dir = tempfile.mkdtemp(prefix="tf-placeto-cluster-")
         self.log_paths = [os.path.join(self._log_dir, f"worker-{task}.log")
                           for task in range(num_workers)]
@@ -294,8 +310,25 @@ class LocalCluster(Cluster):
 
     def _start(self, tasks) -> None:
         for task in tasks:
+            self._oom_kills_at_start[task] = _oom_kills()
             self._processes[task] = self._spawn(task)
         self._wait_until_ready(tasks)
+        if self.memory_limit_bytes is not None:
+            for task in tasks:
+                self._limit_memory(task)
+
+    def _limit_memory(self, task: int) -> None:
+        """Cap a ready worker's data memory, once TensorFlow is loaded: a cap it already
+        passes would fail every step, so it is an error that says how much the worker uses."""
+        process = self._processes[task]
+        used = _data_memory_bytes(process.pid)
+        if used is not None and used >= self.memory_limit_bytes:
+            raise ClusterSpecError(
+                f"a memory cap of {self.memory_limit_bytes / 2**20:.0f} MiB per worker is less "
+                f"than a worker uses before it runs anything ({used / 2**20:.0f} MiB here); "
+                "ask for more")
+        resource.prlimit(process.pid, resource.RLIMIT_DATA,
+                         (self.memory_limit_bytes, self.memory_limit_bytes))
 
     def _spawn(self, task: int) -> subprocess.Popen:
         cores = sorted(os.sched_getaffinity(0))
@@ -352,9 +385,21 @@ class LocalCluster(Cluster):
     def death_note(self, task: int) -> str:
         code = self._processes[task].wait()
         how = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
-        if code == -signal.SIGKILL:
+        if self.died_of_memory(task):
+            how += " (out of memory)"
+        elif code == -signal.SIGKILL:
             how += " (as the kernel kills a process out of memory, or kill -9)"
         return f"process {how}; last log line: {self._last_log_line(task)!r}"
+
+    def died_of_memory(self, task: int) -> bool:
+        """The kernel's out-of-memory killer killed a process of this machine's memory
+        control group since the worker started (its oom_kill count grew), and the worker
+        died by SIGKILL; or the C++ runtime could not allocate (std::bad_alloc) and aborted."""
+        code = self._processes[task].wait()
+        if code == -signal.SIGKILL:
+            before, now = self._oom_kills_at_start[task], _oom_kills()
+            return before is not None and now is not None and now > before
+        return code == -signal.SIGABRT and "bad_alloc" in self._last_log_line(task)
 
     def _last_log_line(self, task: int) -> str:
         try:
@@ -405,24 +450,64 @@ class ExistingCluster(Cluster):
 
 
 def parse_cluster(spec: str) -> Cluster:
-    """"local:N" -> LocalCluster(N) (started); anything else names an existing cluster."""
+    """"local:N" -> LocalCluster(N) (started), "local:N,memory=SIZE" with each worker's memory
+    capped; anything else names an existing cluster."""
     if spec.startswith("local:"):
-        return LocalCluster(_local_workers(spec))
+        workers, memory = _local_spec(spec)
+        return LocalCluster(workers, memory_limit_bytes=memory)
     return ExistingCluster.from_spec(spec)
 
 
 def cluster_device_names(spec: str) -> list:
     """The device names parse_cluster(spec) would give, without starting or asking anyone."""
     if spec.startswith("local:"):
-        return Cluster("worker", [""] * _local_workers(spec)).device_names
+        return Cluster("worker", [""] * _local_spec(spec)[0]).device_names
     return ExistingCluster.from_spec(spec).device_names
 
 
-def _local_workers(spec: str) -> int:
-    count = spec[len("local:"):]
+def _local_spec(spec: str) -> tuple:
+    """(workers, memory cap in bytes or None) of "local:N" or "local:N,memory=SIZE"."""
+    count, *options = spec[len("local:"):].split(",")
     if not count.isdigit() or int(count) < 1:
-        raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers")
-    return int(count)
+        raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers "
+                               "(local:N,memory=SIZE caps each worker's memory)")
+    memory = None
+    for option in options:
+        name, _, value = option.partition("=")
+        if name != "memory" or not value:
+            raise ClusterSpecError(f"bad cluster {spec!r}: {option!r} is not memory=SIZE, the "
+                                   "only option of a local cluster")
+        number, unit_bytes, _ = memory_amount(value, f"memory cap of cluster {spec!r}")
+        memory = int(number * unit_bytes)
+    return int(count), memory
+
+
+def _oom_kills():
+    """How many processes the kernel's out-of-memory killer has killed in this process's
+    memory control group (cgroup v2, then v1), or None where neither can be read."""
+    for path, field in (("/sys/fs/cgroup/memory.events", "oom_kill"),
+                        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill")):
+        try:
+            with open(path) as counters:
+                for line in counters:
+                    name, _, value = line.partition(" ")
+                    if name == field:
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _data_memory_bytes(pid: int):
+    """A process's data memory (VmData, what RLIMIT_DATA caps), or None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def free_ports(count: int) -> list:

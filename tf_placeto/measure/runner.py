@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -31,6 +32,8 @@ from tf_placeto.rewrite import placed_proto
 
 # Outcomes of a run, as results report them.
 OK, INFEASIBLE, FAILED = "ok", "infeasible", "failed"
+# TensorFlow's "OOM when allocating tensor with shape[...] ... on DEVICE by allocator NAME"
+_OOM_DEVICE = re.compile(r" on (/\S+) by allocator ")
 
 
 @dataclasses.dataclass
@@ -193,9 +196,14 @@ def failure(exc, timeout_s: float) -> tuple:
     import tensorflow as tf  # heavy: loaded on the first real run
 
     if isinstance(exc, WorkerDied):
+        if exc.out_of_memory:
+            return INFEASIBLE, f"out of memory on worker task {exc.task}: {exc.how}"
         return FAILED, str(exc)
     if isinstance(exc, tf.errors.ResourceExhaustedError):
-        return INFEASIBLE, f"out of memory: {first_line(exc)}"
+        cause = first_line(exc)
+        device = _OOM_DEVICE.search(cause)
+        return INFEASIBLE, (f"out of memory on {device.group(1)}: {cause[:device.start()]}"
+                            if device else f"out of memory: {cause}")
     if isinstance(exc, tf.errors.DeadlineExceededError):
         return FAILED, f"a step took longer than the {timeout_s:g} s time limit"
     return FAILED, f"{type(exc).__name__}: {first_line(exc)}"
