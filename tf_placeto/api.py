@@ -130,11 +130,11 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                                                      schedule=bool(trace)
                                                      ).evaluate(placements, labels=labels)
         else:
+            directory = graph_profile_directory(graph, runtime.device_names, cache)
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
-                                          budget_s=budget_s)
-            fitting.record(graph_profile_directory(graph, runtime.device_names, cache), graph,
-                           device_set, placements, results, "measure")
+                                          budget_s=budget_s, journal_dir=directory)
+            fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results

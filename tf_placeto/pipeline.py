@@ -105,7 +105,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.measured = measure_interleaved(
             workload.graph, runtime, [None, *placements],
             ["as written", *(c.method for c in candidates)],
-            budget_s=measure_budget_s, trace=False)
+            budget_s=measure_budget_s, trace=False, journal_dir=workload.profile_dir)
         fitting.record(workload.profile_dir, workload.graph,
                        DeviceSet.from_strings(runtime.device_names), [None, *placements],
                        outcome.measured, "place")

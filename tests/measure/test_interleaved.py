@@ -1,11 +1,18 @@
-"""Placements timed in turns: every result with its interval and ratio, and a worker that dies
-mid-round ends only the placement whose step it was running."""
+"""Placements timed in turns: every result with its interval and ratio, a worker that dies
+mid-round ends only the placement whose step it was running, and a command killed half-way
+keeps the rounds it timed."""
 
+import glob
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import tf_placeto as tp
-from tests.helpers import kill_later, spinner_model, two_buffers_model
+from tests.helpers import REPO, kill_later, spinner_model, two_buffers_model
 from tf_placeto.measure.cluster import LocalCluster, _data_memory_bytes
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.runtime import Runtime
@@ -67,3 +74,41 @@ def test_a_placement_out_of_memory_is_an_infeasible_row_and_the_others_are_measu
                                         f"with shape[{floats}]"), results[0].reason
     assert results[1].status == "ok" and results[1].runs == 3
     assert min(results[1].peak_memory_bytes.values()) >= 4 * floats
+
+
+def test_a_killed_measurement_keeps_its_rounds_and_the_same_command_resumes(tmp_path):
+    spin = spinner_model(str(tmp_path / "spinner"), iterations=25_000)    # about 0.1 s
+    graph = tp.import_graph(spin)
+    files = [tmp_path / f"on_{k}.json" for k in (0, 1)]
+    for k, file in enumerate(files):
+        file.write_text(json.dumps({op.name: f"/device:CPU:{k}" for op in graph.ops}))
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "tf_placeto.cli", "measure", spin, "--devices", "2",
+               "--placement", str(files[0]), "--placement", str(files[1]), "--repeats", "30",
+               "--cache", str(cache), "--json"]
+    env = {**os.environ, "PYTHONPATH": REPO}
+    first = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    kept = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(kept) < 3 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            journals = glob.glob(str(cache / "**" / "in-turns" / "*.jsonl"), recursive=True)
+            if journals:
+                with open(journals[0]) as journal:
+                    kept = [json.loads(line)["round"] for line in journal if line.endswith("\n")]
+        first.send_signal(signal.SIGKILL)
+    finally:
+        first.wait()
+    assert first.returncode == -signal.SIGKILL and len(kept) >= 3, "it was not cut short"
+    again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    rounds = int(re.search(r"resuming a measurement in turns that was cut short: (\d+) rounds",
+                           again.stderr).group(1))
+    assert 3 <= rounds < 30
+    results = json.loads(again.stdout)
+    assert [r["runs"] for r in results] == [30, 30] and all(r["status"] == "ok" for r in results)
+    assert min(r["min_s"] for r in results) <= min(min(k) for k in kept)
+    assert not glob.glob(str(cache / "**" / "in-turns" / "*.jsonl"), recursive=True)  # done

@@ -65,3 +65,20 @@ def test_a_failing_step_drops_out_with_its_reason_and_the_others_go_on():
     assert len(series[0].times_s) == 4 and series[1].times_s == []
     assert isinstance(series[1].error, RuntimeError) and "worker 1 died" in str(series[1].error)
     assert isinstance(series[0].interval, Interval)
+
+
+def test_a_resumed_interleaving_keeps_the_earlier_rounds_and_runs_only_the_rest():
+    calls, seen = [], []
+
+    def step(label):
+        def run():
+            calls.append(label)
+            return 0.5
+        return run
+
+    series = interleave([step("A"), step("B")], repeats=5, earlier=[[1.0, 2.0, 3.0]] * 2,
+                        on_round=lambda rounds, s: seen.append(rounds))
+    assert [s.times_s for s in series] == [[1.0, 2.0, 3.0, 0.5, 0.5]] * 2
+    assert calls == ["B", "A", "A", "B"] and seen == [4, 5]    # the rotation goes on too
+    assert interleave([step("A")], repeats=3, earlier=[[1.0, 2.0, 3.0]])[0].times_s == \
+        [1.0, 2.0, 3.0] and len(calls) == 4                   # nothing left to time

@@ -252,7 +252,8 @@ def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory
     chosen = [placement for _, placement in placements]
     log.info(f"timing {len(chosen)} placements in turns to calibrate the simulator")
     results = measure_interleaved(graph, runtime, chosen, labels, repeats="auto",
-                                  budget_s=budget_s, max_rounds=CALIBRATION_ROUNDS, trace=False)
+                                  budget_s=budget_s, max_rounds=CALIBRATION_ROUNDS, trace=False,
+                                  journal_dir=directory)
     for result in results:
         if result.status != OK:
             log.warning(f"calibration run {result.label!r} failed: {result.reason}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
+import time
 from typing import Mapping, Optional, Sequence, Union
 
 from tf_placeto.devices import DeviceSet
@@ -18,11 +20,14 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.cluster import WorkerDied
-from tf_placeto.measure.measurer import MeasureResult, placement_key
+from tf_placeto.measure.journal import RoundJournal
+from tf_placeto.measure.measurer import MeasureResult, placement_key, stored_key
 from tf_placeto.measure.noise import MAX_ROUNDS, interleave, ratio_interval
 from tf_placeto.measure.runner import OK, ModelRunner, failure
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.placement import Placement
+
+log = logging.getLogger(__name__)
 
 
 def measure_interleaved(graph: OpGraph, runtime: Runtime,
@@ -30,14 +35,17 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         labels: Optional[Sequence[str]] = None, *,
                         repeats: Union[int, str] = "auto", warmup: int = 1,
                         timeout_s: float = 600.0, budget_s: float = 60.0,
-                        max_rounds: int = MAX_ROUNDS, trace: bool = True) -> list:
+                        max_rounds: int = MAX_ROUNDS, trace: bool = True,
+                        journal_dir: Optional[str] = None) -> list:
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
     `budget_s` ends or `max_rounds` have run). With `trace`, each placement then runs one
     traced step: its peak memory per device, and the step itself as `result.trace`. A
     placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
-    and the others go on; so they do when a worker dies (see _Sessions).
+    and the others go on; so they do when a worker dies (see _Sessions). With `journal_dir`,
+    every round and failure is kept there as it comes (tf_placeto.measure.journal): the
+    same measurement cut short before resumes from them.
     """
     import tensorflow as tf  # heavy: loaded on the first real run
 
@@ -46,17 +54,46 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     full = [Placement(p).validate(graph, devices) if p else None for p in placements]
     results = [MeasureResult(key=placement_key(p), status=OK, label=label)
                for p, label in zip(full, labels)]
+    journal = None if journal_dir is None else RoundJournal(
+        journal_dir, [stored_key(graph, p) for p in full],
+        {"devices": runtime.device_names, "warmup": warmup, "repeats": repeats,
+         "max_rounds": max_rounds})
+    kept_rounds, kept_failures, kept_s = journal.restore() if journal else ([], {}, 0.0)
+    if kept_rounds or kept_failures:
+        log.info(f"resuming a measurement in turns that was cut short: {len(kept_rounds)} "
+                 f"rounds and {len(kept_failures)} failed placements kept ({journal.path})")
+    for index, (status, reason) in kept_failures.items():
+        results[index].status, results[index].reason = status, reason
     sessions = _Sessions(ModelRunner(graph), runtime, full, warmup, timeout_s)
     with sessions:
         for index in range(len(full)):
+            if index in kept_failures:
+                continue
             error = sessions.open(index)
             if error is not None:
-                results[index].status, results[index].reason = failure(error, timeout_s)
+                _fail(results, index, error, timeout_s, journal)
         running = list(sessions.open_indices)
-        with progress(desc="measuring in turns", unit="round", leave=False) as bar:
+        earlier = _earlier_times(kept_rounds, running)
+        started = time.perf_counter()
+
+        def after_round(rounds: int, series: list) -> None:
+            bar.update(1)
+            if journal is None:
+                return
+            for index, runs in zip(running, series):
+                if isinstance(runs.error, (tf.errors.OpError, WorkerDied)) \
+                        and results[index].status == OK:
+                    _fail(results, index, runs.error, timeout_s, journal)
+            times = {index: runs.times_s[rounds - 1] for index, runs in zip(running, series)
+                     if len(runs.times_s) >= rounds}
+            journal.record_round([times.get(index) for index in range(len(full))],
+                                 kept_s + time.perf_counter() - started)
+
+        with progress(desc="measuring in turns", unit="round", leave=False,
+                      initial=len(earlier[0]) if earlier else 0) as bar:
             series = interleave([sessions.stepper(index) for index in running], repeats,
-                                budget_s,
-                                on_round=lambda rounds: bar.update(1), max_rounds=max_rounds)
+                                budget_s, on_round=after_round, max_rounds=max_rounds,
+                                earlier=earlier, earlier_s=kept_s)
         for index, runs in zip(running, series):
             result = results[index]
             if runs.error is not None:
@@ -75,7 +112,27 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                     continue
                 result.peak_memory_bytes = step_stats.peak_memory_bytes(result.trace)
     _compare_in_pairs(results, {index: runs.times_s for index, runs in zip(running, series)})
+    if journal is not None:
+        journal.finish()
     return results
+
+
+def _fail(results: list, index: int, error, timeout_s: float, journal) -> None:
+    """Mark `index` failed by `error`, in its result and in the journal (if any)."""
+    result = results[index]
+    result.status, result.reason = failure(error, timeout_s)
+    if journal is not None:
+        journal.record_failure(index, result.status, result.reason)
+
+
+def _earlier_times(rounds: list, running: list) -> Optional[list]:
+    """Each running placement's times from the kept rounds, cut to the rounds all of them
+    were timed in, so that they still pair up round by round; None when nothing was kept."""
+    if not rounds or not running:
+        return None
+    times = [[r[index] for r in rounds if r[index] is not None] for index in running]
+    common = min(len(t) for t in times)
+    return [t[:common] for t in times]
 
 
 class _Sessions:

@@ -79,6 +79,16 @@ def placement_key(placement: Optional[Mapping]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def stored_key(graph: OpGraph, placement: Optional[Mapping]) -> str:
+    """placement_key, for what is kept on disk beside a profile. Profiles ignore devices, so
+    a placed copy of a graph shares its directory: the graph as written (None) is told apart
+    by the devices written in it."""
+    if placement:
+        return placement_key(placement)
+    written = {op.name: op.requested_device for op in graph.ops if op.requested_device}
+    return placement_key(None) + (f"-{placement_key(written)}" if written else "")
+
+
 class Measurer(abc.ABC):
     """evaluate(placements) -> one MeasureResult each; placements are validated first."""
 
@@ -117,11 +127,6 @@ class RealMeasurer(Measurer):
         self._bar = None                  # the progress bar of the evaluate() under way
         self.log_path = os.path.join(results_dir, RESULTS_FILE) if results_dir else None
         self.known = _read_log(self.log_path)
-        # profiles ignore devices, so a placed copy of a graph shares its results log: the
-        # graph as written is told apart by the devices written in it
-        written = {op.name: op.requested_device for op in graph.ops if op.requested_device}
-        self._written_key = placement_key(None) + (f"-{placement_key(written)}" if written
-                                                   else "")
 
     @property
     def _runs_each(self) -> int:
@@ -134,8 +139,7 @@ class RealMeasurer(Measurer):
             return super().evaluate(placements, labels)
 
     def _evaluate(self, placement):
-        key = f"{self._written_key if placement is None else placement_key(placement)}" \
-              f"-r{self.repeats}-w{self.warmup}"
+        key = f"{stored_key(self.graph, placement)}-r{self.repeats}-w{self.warmup}"
         if key in self.known:
             self._bar.update(self._runs_each)
             return MeasureResult(**self.known[key])

@@ -89,23 +89,33 @@ class Series:
 
 def interleave(steps: Sequence[Callable[[], float]],
                repeats: Union[int, str] = "auto", budget_s: float = 60.0,
-               on_round: Callable[[int], None] = lambda rounds: None,
-               max_rounds: int = MAX_ROUNDS) -> list:
+               on_round: Callable[[int, list], None] = lambda rounds, series: None,
+               max_rounds: int = MAX_ROUNDS, earlier: Optional[Sequence[Sequence[float]]] = None,
+               earlier_s: float = 0.0) -> list:
     """Time every step callable once per round, in an order rotated each round, and return
     one Series per callable.
 
     repeats: the number of rounds, or "auto": at least MIN_ROUNDS, then until every ratio
     to the first callable (a lone callable: its median) is known to TARGET_HALF_WIDTH, or
     `budget_s` seconds have passed, or `max_rounds`. Each callable runs one step and returns
-    its seconds.
+    its seconds. on_round(rounds, series) follows every round.
+    `earlier`: each callable's times from rounds already timed, taking `earlier_s` seconds
+    (a measurement resumed); they count as rounds, and as time spent, like the new ones.
     A callable that raises drops out; its Series keeps the exception as `error`.
     """
-    series = [Series() for _ in steps]
+    series = [Series(list(times)) for times in earlier] if earlier else [Series() for _ in steps]
     if not steps:
         return series
-    start = time.perf_counter()
-    rounds = 0
-    while True:
+    start = time.perf_counter() - earlier_s
+    rounds = min(len(s.times_s) for s in series)
+
+    def done() -> bool:
+        if repeats != "auto":
+            return rounds >= int(repeats)
+        return rounds >= max_rounds or (rounds >= 2 and time.perf_counter() - start >= budget_s) \
+            or (rounds >= MIN_ROUNDS and _narrow(series))
+
+    while not done():
         order = list(range(len(steps)))
         order = order[rounds % len(order):] + order[:rounds % len(order)]
         for index in order:
@@ -115,15 +125,7 @@ def interleave(steps: Sequence[Callable[[], float]],
                 except Exception as exc:  # the step's own error: its series ends with it
                     series[index].error = exc
         rounds += 1
-        on_round(rounds)
-        if repeats != "auto":
-            if rounds >= int(repeats):
-                break
-            continue
-        if rounds >= max_rounds or (rounds >= 2 and time.perf_counter() - start >= budget_s):
-            break
-        if rounds >= MIN_ROUNDS and _narrow(series):
-            break
+        on_round(rounds, series)
     return series
 
 
