@@ -272,6 +272,38 @@ def test_a_worker_the_kernel_kills_for_memory_is_named_out_of_memory(monkeypatch
         assert raised.value.out_of_memory
 
 
+def test_a_task_of_an_existing_cluster_that_hangs_mid_step_is_reported_in_seconds(cluster):
+    existing = ExistingCluster("worker", cluster.addresses)    # servers "someone else" runs
+    existing.health_check_s = 1.0
+    graph = tf.Graph()
+    with graph.as_default():
+        limit = tf.compat.v1.placeholder(tf.int32, [])
+        with tf.device(existing.device_names[1]):
+            here = tf.identity(limit)               # fed once, then read on task 1 alone
+            count = tf.while_loop(lambda i: i < here, lambda i: i + 1, [0])[0]
+    with tf.compat.v1.Session(existing.target, graph=graph,
+                              config=existing.session_config()) as session:
+        # a task busy with a step still answers: a step of about 3 s is checked on the way
+        start = time.monotonic()
+        assert existing.watched(lambda: session.run(count, {limit: 500_000})) == 500_000
+        assert time.monotonic() - start > existing.watch_interval_s
+        stopper = threading.Timer(1.0, os.kill, (cluster.pids[1], signal.SIGSTOP))
+        start = time.monotonic()
+        stopper.start()
+        try:
+            with pytest.raises(cluster_module.WorkerDied,
+                               match=r"^worker task 1 \(127\.0\.0\.1:\d+\) stopped answering "
+                                     r"during the step: its TensorFlow server does not answer "
+                                     r"\(DEADLINE_EXCEEDED"):
+                existing.watched(lambda: session.run(count, {limit: 2_000_000}))
+            assert time.monotonic() - start < 20
+        finally:
+            stopper.join()
+            os.kill(cluster.pids[1], signal.SIGCONT)
+    cluster.restart_dead_workers()
+    cluster.check()
+
+
 def test_bad_json_file_names_the_file(tmp_path):
     spec_file = tmp_path / "cluster.json"
     spec_file.write_text('{"worker": ["h:1",]}')

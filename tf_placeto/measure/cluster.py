@@ -42,6 +42,10 @@ ALIVE_TIMEOUT_S = 2.0
 # How often a blocking call looks at the tasks: local processes cost a poll() each, a remote
 # task a TCP connection.
 WATCH_LOCAL_S, WATCH_REMOTE_S = 0.1, 2.0
+# How often a blocking call on servers someone else runs asks each task's TensorFlow server
+# for its devices, and how long one may take to answer: a task that hangs (stopped, swapping,
+# deadlocked) still takes TCP connections.
+HEALTH_CHECK_S, HEALTH_TIMEOUT_S = 15.0, 10.0
 STOP_TIMEOUT_S = 5.0
 PORT_ATTEMPTS = 5
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -56,11 +60,13 @@ class ClusterSpecError(InputError):
 
 
 class WorkerDied(RuntimeFailure):
-    """A task of the cluster died (or stopped taking connections) during a call;
-    `out_of_memory` when it is known to have died for want of memory."""
+    """A task of the cluster died (or stopped taking connections, or answering: `hung`)
+    during a call; `out_of_memory` when it is known to have died for want of memory."""
 
-    def __init__(self, task: int, address: str, how: str, out_of_memory: bool = False):
-        super().__init__(f"worker task {task} ({address}) died during the step: {how}")
+    def __init__(self, task: int, address: str, how: str, out_of_memory: bool = False,
+                 hung: bool = False):
+        super().__init__(f"worker task {task} ({address}) "
+                         f"{'stopped answering' if hung else 'died'} during the step: {how}")
         self.task, self.how, self.out_of_memory = task, how, out_of_memory
 
 
@@ -133,11 +139,14 @@ class Cluster:
         return False
 
     watch_interval_s = WATCH_REMOTE_S
+    health_check_s: Optional[float] = HEALTH_CHECK_S
 
     def watched(self, call):
         """call() on this cluster's call thread while the tasks are watched: a task that dies
         ends the wait within `watch_interval_s` with WorkerDied, instead of at TensorFlow's
-        operation timeout. An error raised while a task is dead is reported as its death too.
+        operation timeout. Every `health_check_s` (None: never) each task's server is also
+        asked for its devices: one that does not answer within HEALTH_TIMEOUT_S ends the wait
+        alike. An error raised while a task is dead is reported as its death too.
 
         The abandoned call keeps its thread until TensorFlow gives up; later calls get a new
         one. Its session is closed in the background (see runner).
@@ -145,9 +154,14 @@ class Cluster:
         if self._caller is None:
             self._caller = CallThread()
         future = self._caller.submit(call)
+        checked = time.monotonic()
         while not concurrent.futures.wait([future], self.watch_interval_s).done:
             try:
                 self._raise_if_dead()
+                if self.health_check_s is not None \
+                        and time.monotonic() - checked >= self.health_check_s:
+                    self._raise_if_hung()
+                    checked = time.monotonic()
             except WorkerDied:
                 self._caller = None
                 raise
@@ -160,6 +174,30 @@ class Cluster:
         if dead:
             raise WorkerDied(dead[0], self.addresses[dead[0]], self.death_note(dead[0]),
                              self.died_of_memory(dead[0])) from cause
+
+    def _raise_if_hung(self) -> None:
+        for task in range(len(self.addresses)):
+            problem = self._status_problem(task, HEALTH_TIMEOUT_S)
+            if problem:
+                raise WorkerDied(task, self.addresses[task], problem, hung=True)
+
+    def _status_problem(self, task: int, timeout_s: float):
+        """Why `task`'s server does not answer its worker service's GetStatus call within
+        `timeout_s`, or None. The call a master makes to learn a worker's devices: light,
+        served by gRPC threads (so a task busy with a step answers), and it logs nothing."""
+        import grpc  # a dependency of TensorFlow
+
+        with grpc.insecure_channel(self.addresses[task]) as channel:
+            get_status = channel.unary_unary(
+                "/tensorflow.WorkerService/GetStatus",
+                request_serializer=lambda request: b"",        # GetStatusRequest is empty
+                response_deserializer=lambda response: response)
+            try:
+                get_status(None, timeout=timeout_s)
+            except grpc.RpcError as error:
+                return f"its TensorFlow server does not answer ({error.code().name}: " \
+                       f"{error.details()})"
+        return None
 
     def restart_dead_workers(self) -> list:
         """Servers someone else runs cannot be restarted from here: returns no task."""
@@ -257,6 +295,7 @@ class LocalCluster(Cluster):
             raise
 
     watch_interval_s = WATCH_LOCAL_S
+    health_check_s = None          # its processes are watched instead
 
     def alive(self) -> list:
         """Per task: is its worker process running?"""
