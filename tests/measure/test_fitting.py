@@ -85,6 +85,44 @@ def test_a_fit_finds_the_costs_that_made_the_runs(graph):
     assert fitted.remote_task_us == pytest.approx(2000.0, rel=0.2)
 
 
+def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(graph):
+    """One session times the singles and a few splits; another, on a machine 1.6x slower,
+    only splits. Fitted net of each session's load, the simulator keeps what splitting costs
+    against one device (each placement's step over the single device's) as the runs had it;
+    taken as one session, the slow splits make splitting dearer."""
+    model = cluster_cost_model(graph)
+    devices = tp.DeviceSet.from_strings(WORKERS)
+    truth = Calibration(compute_scale=1.0, remote_task_us=2000.0, copy_us=80.0,
+                        latency_us=400.0, bytes_per_us=1000.0, copy_share=0.2)
+    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
+    chosen = [p for _, p in fitting.calibration_placements(groupings, WORKERS, count=20, seed=0)]
+
+    def steps(calibration) -> np.ndarray:
+        model.calibration = calibration
+        return np.array([r.step_time_s for r in SimulatedMeasurer.from_profile(
+            graph, model, devices).evaluate(chosen)])
+
+    def against_single(calibration) -> np.ndarray:
+        times = steps(calibration)
+        return times / times[0]                    # chosen[0]: everything on task 0
+
+    real = steps(truth)
+    measurer = SimulatedMeasurer.from_profile(graph, model, devices)
+
+    def fitted(quiet: str, busy: str) -> Calibration:
+        runs = [fitting.Observation(measurer.device_indices(p).tolist(),
+                                    r * (1.0 if i < 5 else 1.6), session=quiet if i < 5 else busy)
+                for i, (p, r) in enumerate(zip(chosen, real))]
+        return fitting.fit(graph, model, devices, runs)
+
+    def error(calibration) -> float:
+        return float(np.median(np.abs(np.log(against_single(calibration)
+                                             / (real / real[0])))))
+
+    apart, together = error(fitted("quiet", "busy")), error(fitted("one", "one"))
+    assert apart < 0.03 and together > 2 * apart, (apart, together)
+
+
 def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(graph, tmp_path):
     """On two worker processes: profile with calibration runs, then time placements of
     another seed; the calibrated simulator predicts them better than the profile alone."""

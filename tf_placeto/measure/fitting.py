@@ -7,7 +7,8 @@ timed in turns) and from every later measurement (`measure`, `place`, `optimize(
 fit improves with use (`refresh` refits when the log has grown).
 
 The fit chooses the calibration's parameters that make the simulated steps closest to the
-real ones: least squares on log(simulated / real), robust to a few wild runs (soft L1), with
+real ones: least squares on log(simulated / real), net of how loaded the machine was in each
+session of runs timed together (_SessionLoad), robust to a few wild runs (soft L1), with
 a light pull towards the profile's own link measurement so that parameters the runs do not
 tell apart stay where the profile put them. Its quality is measured on placements it was not
 fitted on (k-fold cross-validation): the rank correlation and the median relative error of
@@ -20,6 +21,7 @@ import dataclasses
 import json
 import logging
 import os
+import uuid
 from typing import Optional, Sequence
 
 import numpy as np
@@ -63,6 +65,7 @@ class Observation:
     step_s: float                # real median step
     label: str = ""
     origin: str = ""             # what measured it: profile, measure or place
+    session: str = ""            # runs timed in turns together share one (none: logged before)
 
 
 def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placements,
@@ -73,9 +76,10 @@ def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placeme
     if directory is None:
         return 0
     written = written_indices(graph, devices)
+    session = uuid.uuid4().hex[:12]
     lines = [json.dumps(dataclasses.asdict(Observation(
         device_indices(graph, devices, placement, written).tolist(),
-        float(result.step_time_s), result.label, origin)))
+        float(result.step_time_s), result.label, origin, session)))
         for placement, result in zip(placements, results)
         if result.status == OK and not result.simulated and np.isfinite(result.step_time_s)]
     if lines:
@@ -165,17 +169,44 @@ def _fit(predictor: _Predictor, observations, start, iterations) -> Calibration:
     placements = _placements(observations)
     prior = predictor.to_vector(predictor.start())
     x0 = predictor.to_vector(start or predictor.start())
+    load = _SessionLoad(observations)
 
     def residuals(x):
         simulated = np.log(np.maximum(predictor.predict(predictor.from_vector(x),
                                                         placements), 1e-9))
-        return np.concatenate([simulated - real, PRIOR_WEIGHT * (x - prior)])
+        return np.concatenate([load.remove(simulated - real), PRIOR_WEIGHT * (x - prior)])
 
     bounds = ([low for *_, low, _ in _PARAMETERS], [high for *_, high in _PARAMETERS])
     solution = optimize.least_squares(residuals, x0, bounds=bounds, loss="soft_l1",
                                       f_scale=0.1, diff_step=0.05, max_nfev=iterations)
     return dataclasses.replace(predictor.from_vector(solution.x),
                                observations=len(observations))
+
+
+class _SessionLoad:
+    """How loaded the machine was in each session of runs, taken out of a fit's errors.
+
+    A shared machine runs a whole session (placements timed in turns) faster or slower than
+    another: its load scales every step alike. Left in, a session of split placements timed
+    on a busy machine reads as splitting being dear. So each session's mean log error,
+    less the mean over all runs, is its load, and a run's error is counted net of it: the
+    parameters are fitted to differences within sessions, their level to all runs. Runs
+    logged without a session keep their error whole.
+    """
+
+    def __init__(self, observations):
+        names = [o.session for o in observations]
+        known = sorted({name for name in names if name})
+        self.session = np.array([known.index(n) if n else len(known) for n in names])
+        self.sessions = len(known)
+
+    def remove(self, errors: np.ndarray) -> np.ndarray:
+        if self.sessions == 0:
+            return errors
+        counts = np.bincount(self.session, minlength=self.sessions + 1)
+        means = np.bincount(self.session, errors, self.sessions + 1) / np.maximum(counts, 1)
+        load = np.append(means[:-1] - errors.mean(), 0.0)
+        return errors - load[self.session]
 
 
 def accuracy(predicted, real) -> dict:
