@@ -85,6 +85,15 @@ def test_a_fit_finds_the_costs_that_made_the_runs(graph):
     assert fitted.remote_task_us == pytest.approx(2000.0, rel=0.2)
 
 
+def test_runs_logged_without_a_session_are_left_out_once_enough_have_one():
+    legacy = [fitting.Observation([0], 0.001 * (i + 1), f"old {i}") for i in range(5)]
+    tagged = [fitting.Observation([0], 0.002, f"new {i}", session="s") for i in range(4)]
+    assert fitting._fitted_on(legacy + tagged[:3]) == legacy + tagged[:3]
+    assert fitting._fitted_on(legacy + tagged) == tagged
+    many = [fitting.Observation([0], 0.001, str(i), session="s") for i in range(100)]
+    assert fitting._fitted_on(many) == many[-fitting.RECENT_OBSERVATIONS:]
+
+
 def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(graph):
     """One session times the singles and a few splits; another, on a machine 1.6x slower,
     only splits. Fitted net of each session's load, the simulator keeps what splitting costs

@@ -292,6 +292,14 @@ def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory
     return refresh(graph, cost_model, devices, directory, force=True)
 
 
+def _fitted_on(logged: list) -> list:
+    """The latest RECENT_OBSERVATIONS runs, only those timed in a known session once there
+    are enough of them: a run logged without one cannot be counted net of its load."""
+    in_sessions = [o for o in logged if o.session]
+    return (in_sessions if len(in_sessions) >= MIN_OBSERVATIONS else logged)[
+        -RECENT_OBSERVATIONS:]
+
+
 def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory: str,
             force: bool = False) -> Optional[Calibration]:
     """Refit when the log holds runs the calibration has not seen (or `force`), store the fit
@@ -304,7 +312,7 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     if len(logged) < MIN_OBSERVATIONS or (
             not force and current is not None and current.observations >= len(logged)):
         return current
-    observations = logged[-RECENT_OBSERVATIONS:]
+    observations = _fitted_on(logged)
     log.info(f"fitting the simulator to {len(observations)} real runs")
     predictor = _Predictor(graph, cost_model, devices)
     calibration = _fit(predictor, observations, current, FIT_ITERATIONS)
