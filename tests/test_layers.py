@@ -34,9 +34,10 @@ LAYERS = [
     ["tf_placeto.compare", "tf_placeto.plots"],
     ["tf_placeto.cli", "tf_placeto.__main__"],
 ]
-# Loaded inside functions so that `import tf_placeto` stays light.
+# Loaded inside functions so that `import tf_placeto` stays light (grpc: TensorFlow's native
+# RPC library, needed only to watch a remote cluster).
 HEAVY = {"tensorflow", "tf_agents", "tf_keras", "keras", "tensorflow_probability", "matplotlib",
-         "highspy"}
+         "highspy", "grpc"}
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -185,7 +185,7 @@ class Cluster:
         """Why `task`'s server does not answer its worker service's GetStatus call within
         `timeout_s`, or None. The call a master makes to learn a worker's devices: light,
         served by gRPC threads (so a task busy with a step answers), and it logs nothing."""
-        import grpc  # a dependency of TensorFlow
+        import grpc  # heavy, and a dependency of TensorFlow: loaded when a remote task is watched
 
         with grpc.insecure_channel(self.addresses[task]) as channel:
             get_status = channel.unary_unary(
