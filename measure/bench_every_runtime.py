@@ -35,12 +35,13 @@ from measure.bench_real_wins import CommandFailed, tf_placeto
 
 DEFAULT_MODELS = ("lstm", "gru", "transformer", "resnet50", "control_flow", "lookup",
                   "train_step")
-RUNTIMES = {"local:2": ["--cluster", "local:2"], "devices 2": ["--devices", "2"]}
+# open_runtime's arguments; the command line's are the same as flags
+RUNTIMES = {"local:2": {"cluster": "local:2"}, "devices 2": {"devices": "2"}}
 
 
-def commands(source: str, runtime: list, cache: list, work: str, deadline: float) -> dict:
-    """{command: "ok" or its error line, "split over": devices the split placement uses},
-    and the written split model's path (or None)."""
+def commands(source: str, runtime: list, cache: list, work: str, deadline: float) -> tuple:
+    """({command: "ok" or its error line, "split over": devices the split placement uses},
+    the written split model's path or None)."""
     split = os.path.join(work, "split")
     steps = {
         "profile": ("profile", source, *runtime, "--calibrate", "0", "--json", *cache),
@@ -56,11 +57,8 @@ def commands(source: str, runtime: list, cache: list, work: str, deadline: float
     outcome = {}
     for name, args in steps.items():
         try:
-            printed = tf_placeto(*args, deadline=deadline)
-            failed = [r for r in printed if r.get("status") not in (None, "ok")] \
-                if isinstance(printed, list) and name == "measure split" else []
-            outcome[name] = "ok" if not failed else f"{failed[0]['status']}: " \
-                                                     f"{failed[0]['reason']}"
+            tf_placeto(*args, deadline=deadline)   # measure: exit 1 when the split fails
+            outcome[name] = "ok"
         except CommandFailed as failure:
             outcome[name] = str(failure)
     written = os.path.isfile(os.path.join(split, "saved_model.pb"))
@@ -70,27 +68,22 @@ def commands(source: str, runtime: list, cache: list, work: str, deadline: float
     return outcome, (split if written else None)
 
 
-def same_outputs(source: str, written: str, runtime_name: str) -> str:
-    """Run both as written on the runtime, same inputs: "yes", or how they differ."""
+def same_outputs(source: str, written: str, runtime: dict) -> str:
+    """Run both as written on the runtime (open_runtime's arguments), same inputs: "yes", or
+    how they differ."""
     import tf_placeto as tp
-    from tf_placeto.measure.cluster import LocalCluster
     from tf_placeto.measure.runner import OK, ModelRunner
-    from tf_placeto.measure.runtime import Runtime
+    from tf_placeto.measure.runtime import open_runtime
 
-    def outputs(path, runtime):
-        result = ModelRunner(tp.import_graph(path)).run(runtime, None, warmup=0, repeats=1)
+    def outputs(path, running):
+        result = ModelRunner(tp.import_graph(path)).run(running, None, warmup=0, repeats=1)
         if result.status != OK:
             raise CommandFailed(f"{os.path.basename(path)}: {result.status}: {result.reason}")
         return result.outputs
 
     try:
-        if runtime_name == "local:2":
-            with LocalCluster(2) as cluster:
-                runtime = Runtime.on_cluster(cluster)
-                expected, got = outputs(source, runtime), outputs(written, runtime)
-        else:
-            runtime = Runtime.local(tp.DeviceSet.local(2))
-            expected, got = outputs(source, runtime), outputs(written, runtime)
+        with open_runtime(**runtime) as running:
+            expected, got = outputs(source, running), outputs(written, running)
     except CommandFailed as failure:
         return str(failure)
     differing = [key for key in expected if not _equal(expected[key], got.get(key))]
@@ -115,16 +108,21 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     cache = ["--cache", args.cache] if args.cache else []
     rows = []
-    for model in args.models.split(","):
+    try:
+        names = real_models.model_names(args.models)
+    except ValueError as error:
+        parser.error(str(error))
+    for model in names:
         say(f"{model}: building")
         source = real_models.build(model)
         for runtime_name, runtime in RUNTIMES.items():
             say(f"{model} on {runtime_name}")
             started = time.monotonic()
+            flags = [item for name, value in runtime.items() for item in (f"--{name}", value)]
             with tempfile.TemporaryDirectory(prefix=f"bench-{model}-") as work:
-                outcome, split = commands(source, runtime, cache, work,
+                outcome, split = commands(source, flags, cache, work,
                                           deadline=started + args.timeout)
-                matched = same_outputs(source, split, runtime_name) if split else \
+                matched = same_outputs(source, split, runtime) if split else \
                     "no split model written"
             rows.append({"model": model, "runtime": runtime_name, **outcome,
                          "same outputs": matched,

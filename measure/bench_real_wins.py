@@ -50,12 +50,19 @@ def tf_placeto(*args: str, deadline: float):
     except subprocess.TimeoutExpired:
         raise CommandFailed(f"{args[0]} ran past the model's time limit") from None
     say(f"  {args[0]}: {time.monotonic() - started:.0f} s, exit {result.returncode}")
-    if result.returncode != 0:
-        raise CommandFailed(f"{args[0]}: {error_line(result.stderr)}")
     try:
-        return json.loads((result.stdout.strip().splitlines() or [""])[-1])
+        printed = json.loads((result.stdout.strip().splitlines() or [""])[-1])
     except ValueError:
-        raise CommandFailed(f"{args[0]}: no JSON on stdout: {result.stdout[-200:]!r}") from None
+        printed = None
+    if result.returncode != 0:
+        rows = printed if isinstance(printed, list) else []   # measure's rows, printed first
+        reasons = "; ".join(f"{row['status']}: {row['reason']}" for row in rows
+                            if isinstance(row, dict) and row.get("status") not in (None, "ok"))
+        raise CommandFailed(f"{args[0]}: {error_line(result.stderr)}"
+                            + (f" ({reasons})" if reasons else ""))
+    if printed is None:
+        raise CommandFailed(f"{args[0]}: no JSON on stdout: {result.stdout[-200:]!r}")
+    return printed
 
 
 def error_line(stderr: str) -> str:
@@ -163,11 +170,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=15, help="timed runs per measure")
     parser.add_argument("--json", metavar="FILE", help="also write the rows here")
     args = parser.parse_args(argv)
-    names = [name.strip() for name in args.models.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(real_models.MODELS))
-    if unknown:
-        parser.error(f"unknown models {', '.join(unknown)} (known: "
-                     f"{', '.join(real_models.MODELS)})")
+    try:
+        names = real_models.model_names(args.models)
+    except ValueError as error:
+        parser.error(str(error))
 
     with tempfile.TemporaryDirectory(prefix="real-wins-") as out_dir:
         rows = [bench(name, out_dir, args) for name in names]

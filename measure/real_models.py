@@ -144,17 +144,18 @@ def lookup(vocabulary: int = 1000, batch_size: int = 32, tokens: int = 16, width
 
 def lstm(vocabulary: int = 5000, seq: int = 32):
     keras = _fresh_keras()
-    model = keras.Sequential([keras.Input((seq,), dtype="int32"),
-                              keras.layers.Embedding(vocabulary, 64), keras.layers.LSTM(128),
-                              keras.layers.Dense(10)])
-    return _keras_inference(model, 16, dtype="int32")
+    return _recurrent(keras, keras.layers.LSTM(128), vocabulary, seq)
 
 
 def gru(vocabulary: int = 5000, seq: int = 32):
     keras = _fresh_keras()
+    return _recurrent(keras, keras.layers.Bidirectional(keras.layers.GRU(64)), vocabulary, seq)
+
+
+def _recurrent(keras, layer, vocabulary: int, seq: int):
+    """A text model: word ids -> Embedding -> `layer` -> Dense, served on batches of 16."""
     model = keras.Sequential([keras.Input((seq,), dtype="int32"),
-                              keras.layers.Embedding(vocabulary, 64),
-                              keras.layers.Bidirectional(keras.layers.GRU(64)),
+                              keras.layers.Embedding(vocabulary, 64), layer,
                               keras.layers.Dense(10)])
     return _keras_inference(model, 16, dtype="int32")
 
@@ -203,6 +204,15 @@ MODELS = {m.name: m for m in [
     RealModel("branches", branches, "four independent chains of 4 matmuls 512x512, summed"),
     RealModel("inception_v3", None, "the bundled examples:inception_v3 training step"),
 ]}
+
+
+def model_names(text: str) -> list:
+    """The models a comma-separated list names; ValueError naming any unknown one."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown models {', '.join(unknown)} (known: {', '.join(MODELS)})")
+    return names
 
 
 def build(name: str) -> str:

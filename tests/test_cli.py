@@ -94,7 +94,6 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "not a SavedModel": ["inspect", str(tmp / "not_a_model")],
         "unknown signature": ["inspect", mlp_model, "--signature", "nope"],
         "unknown example": ["inspect", "examples:nope"],
-        "bad max groups": ["inspect", mlp_model, "--max-groups", "0"],
         "unknown op": ["apply", mlp_model, "--placement", str(tmp / "unknown_op.json"), "--out", out],
         "unknown device": ["apply", mlp_model, "--placement", str(tmp / "unknown_device.json"), "--out", out],
         "not a device": ["apply", mlp_model, "--placement", str(tmp / "not_a_device.json"), "--out", out],
@@ -102,27 +101,42 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "placement not an object": ["apply", mlp_model, "--placement", str(tmp / "list.json"), "--out", out],
         "missing placement": ["apply", mlp_model, "--placement", str(tmp / "none.json"), "--out", out],
         "OUT is SOURCE": ["apply", mlp_model, "--placement", good, "--out", mlp_model],
-        "usage": ["apply", mlp_model],
-        "negative timeout": ["measure", mlp_model, "--timeout", "-1"],
-        "infinite timeout": ["measure", mlp_model, "--timeout", "inf"],
-        "timeout not a number": ["measure", mlp_model, "--timeout", "nan"],
-        "zero time budget": ["measure", mlp_model, "--time-budget", "0"],
-        "negative warm-up": ["measure", mlp_model, "--warmup", "-1"],
-        "fractional repeats": ["measure", mlp_model, "--repeats", "2.5"],
-        "zero profile runs": ["profile", mlp_model, "--runs", "0"],
         "worker memory in words": ["measure", mlp_model, "--cluster", "local:2,memory=lots"],
         "unknown local cluster option": ["profile", mlp_model, "--cluster", "local:2,cores=1"],
-        "negative calibration": ["profile", mlp_model, "--calibrate", "-3"],
-        "zero max groups to place": ["place", mlp_model, "--max-groups", "0"],
-        "negative seed": ["place", mlp_model, "--seed", "-1"],
-        "zero devices to compare": ["compare", mlp_model, "--counts", "0", "--simulate"],
-        "zero compare repeats": ["compare", mlp_model, "--repeats", "0"],
-        "zero measured best": ["compare", mlp_model, "--measure-best", "0"],
-        "zero training episodes": ["train", "--graphs", mlp_model, "--counts", "2",
-                                   "--out", out, "--episodes", "0"],
-        "words for steps": ["train", "--graphs", mlp_model, "--counts", "2", "--out", out,
-                            "--steps", "many"],
     }
+
+
+# Refused by the parser itself (tf_placeto.cli's argparse types), checked in this process:
+# the same one line and exit status as the command gives, without starting one per case.
+@pytest.mark.parametrize("args, message", [
+    (["apply", "m"], "the following arguments are required: --placement"),
+    (["measure", "m", "--timeout", "-1"], "--timeout: must be a finite number of seconds"),
+    (["measure", "m", "--timeout", "inf"], "--timeout: must be a finite number of seconds"),
+    (["measure", "m", "--timeout", "nan"], "--timeout: must be a finite number of seconds"),
+    (["measure", "m", "--time-budget", "0"], "--time-budget: must be a finite number"),
+    (["measure", "m", "--warmup", "-1"], "--warmup: must be at least 0, not -1"),
+    (["measure", "m", "--repeats", "2.5"], "--repeats"),
+    (["profile", "m", "--runs", "0"], "--runs: must be at least 1, not 0"),
+    (["profile", "m", "--calibrate", "-3"], "--calibrate: must be at least 0, not -3"),
+    (["place", "m", "--max-groups", "0"], "--max-groups: must be at least 1, not 0"),
+    (["inspect", "m", "--max-groups", "0"], "--max-groups: must be at least 1, not 0"),
+    (["place", "m", "--seed", "-1"], "--seed: must be at least 0, not -1"),
+    (["compare", "m", "--counts", "0", "--simulate"], "--counts: must be at least 1, not 0"),
+    (["compare", "m", "--repeats", "0"], "--repeats: must be at least 1, not 0"),
+    (["compare", "m", "--measure-best", "0"], "--measure-best: must be at least 1, not 0"),
+    (["train", "--graphs", "m", "--counts", "2", "--out", "o", "--episodes", "0"],
+     "--episodes: must be at least 1, not 0"),
+    (["train", "--graphs", "m", "--counts", "2", "--out", "o", "--steps", "many"],
+     "--steps: give a whole number, not 'many'"),
+])
+def test_bad_numbers_are_refused_where_parsed_in_one_line(args, message, capsys):
+    from tf_placeto import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(args)
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and message in error, error
+    assert len(error.splitlines()) == 1 and error.startswith("tf-placeto")
 
 
 def test_bad_input_gives_one_line_and_changes_nothing(mlp_model, inspected, tmp_path):

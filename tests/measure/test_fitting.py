@@ -129,6 +129,7 @@ def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(gra
                                              / (real / real[0])))))
 
     apart, together = error(fitted("quiet", "busy")), error(fitted("one", "one"))
+    print(f"split-to-single error: {apart:.1%} net of load, {together:.1%} lumped")
     assert apart < 0.03 and together > 2 * apart, (apart, together)
 
 

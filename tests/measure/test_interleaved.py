@@ -29,37 +29,37 @@ def test_placements_in_turns_get_intervals_and_ratios_to_the_first(mlp_model):
         assert result.ratio_to_first["low"] <= result.ratio_to_first["median"] \
             <= result.ratio_to_first["high"]
         assert result.peak_memory_bytes and result.trace is not None
+    assert results[0].ratio_to_first["median"] == 1.0          # the first, against itself
 
 
-def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path):
+def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path, cluster):
     spin = tp.import_graph(spinner_model(str(tmp_path / "spinner"), iterations=100_000))
-    with LocalCluster(2) as cluster:
-        placements = [None] + [{op.name: device for op in spin.ops}
-                               for device in cluster.device_names]
-        doomed = cluster.pids[0]
-        start = time.monotonic()
-        # loading three sessions and 25 rounds of 0.2 s steps outlast 2 s; a kill while one
-        # loads ends that placement alike
-        killer, killed_at = kill_later(doomed, 2.0)
-        try:
-            results = measure_interleaved(spin, Runtime.on_cluster(cluster), placements,
-                                          repeats=25, timeout_s=600, trace=False)
-        finally:
-            killer.cancel()
-        assert killed_at and time.monotonic() - start < 90      # not the 600 s timeout
-        failed = [r for r in results if r.status == "failed"]
-        assert len(failed) == 1, [(r.status, r.reason) for r in results]
-        assert re.match(r"worker task 0 \(127\.0\.0\.1:\d+\) died during the step: process "
-                        r"killed by SIGKILL", failed[0].reason), failed[0].reason
-        measured = [r for r in results if r.status == "ok"]
-        assert len(measured) == 2 and all(r.runs == 25 for r in measured)
-        assert cluster.alive() == [True, True] and cluster.pids[0] != doomed
+    placements = [None] + [{op.name: device for op in spin.ops}
+                           for device in cluster.device_names]
+    doomed = cluster.pids[0]
+    start = time.monotonic()
+    # loading three sessions and 25 rounds of 0.2 s steps outlast 2 s; a kill while one
+    # loads ends that placement alike
+    killer, killed_at = kill_later(doomed, 2.0)
+    try:
+        results = measure_interleaved(spin, Runtime.on_cluster(cluster), placements,
+                                      repeats=25, timeout_s=600, trace=False)
+    finally:
+        killer.cancel()
+    assert killed_at and time.monotonic() - start < 90      # not the 600 s timeout
+    failed = [r for r in results if r.status == "failed"]
+    assert len(failed) == 1, [(r.status, r.reason) for r in results]
+    assert re.match(r"worker task 0 \(127\.0\.0\.1:\d+\) died during the step: process "
+                    r"killed by SIGKILL", failed[0].reason), failed[0].reason
+    measured = [r for r in results if r.status == "ok"]
+    assert len(measured) == 2 and all(r.runs == 25 for r in measured)
+    assert cluster.alive() == [True, True] and cluster.pids[0] != doomed
 
 
 def test_a_placement_out_of_memory_is_an_infeasible_row_and_the_others_are_measured(tmp_path):
     floats = 2**27                                   # 512 MiB a buffer
     graph = tp.import_graph(two_buffers_model(str(tmp_path / "buffers"), floats))
-    with LocalCluster(1) as probe:
+    with LocalCluster(1) as probe:                   # a worker that has run nothing yet
         at_rest = _data_memory_bytes(probe.pids[0])
     # room for 1.75 buffers on top of a worker at rest: one on each device fits, two on one not
     with LocalCluster(2, memory_limit_bytes=at_rest + 7 * floats) as cluster:

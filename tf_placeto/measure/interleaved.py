@@ -78,16 +78,15 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
 
         def after_round(rounds: int, series: list) -> None:
             bar.update(1)
-            if journal is None:
-                return
             for index, runs in zip(running, series):
                 if isinstance(runs.error, (tf.errors.OpError, WorkerDied)) \
                         and results[index].status == OK:
                     _fail(results, index, runs.error, timeout_s, journal)
-            times = {index: runs.times_s[rounds - 1] for index, runs in zip(running, series)
-                     if len(runs.times_s) >= rounds}
-            journal.record_round([times.get(index) for index in range(len(full))],
-                                 kept_s + time.perf_counter() - started)
+            if journal is not None:
+                times = {index: runs.times_s[rounds - 1] for index, runs in zip(running, series)
+                         if len(runs.times_s) >= rounds}
+                journal.record_round([times.get(index) for index in range(len(full))],
+                                     kept_s + time.perf_counter() - started)
 
         with progress(desc="measuring in turns", unit="round", leave=False,
                       initial=len(earlier[0]) if earlier else 0) as bar:
@@ -95,13 +94,12 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                                 budget_s, on_round=after_round, max_rounds=max_rounds,
                                 earlier=earlier, earlier_s=kept_s)
         for index, runs in zip(running, series):
-            result = results[index]
-            if runs.error is not None:
-                if not isinstance(runs.error, (tf.errors.OpError, WorkerDied)):
-                    raise runs.error
-                result.status, result.reason = failure(runs.error, timeout_s)
-            elif index in sessions.errors:       # could not be opened again after a death
-                result.status, result.reason = failure(sessions.errors[index], timeout_s)
+            result = results[index]             # a failed step was marked after its round
+            if runs.error is not None and not isinstance(runs.error, (tf.errors.OpError,
+                                                                      WorkerDied)):
+                raise runs.error
+            if result.status == OK and index in sessions.errors:   # not opened again
+                _fail(results, index, sessions.errors[index], timeout_s, journal)
             if runs.times_s:
                 result.set_times(runs.times_s)
             if result.status == OK and trace:
