@@ -5,6 +5,7 @@ import pytest
 import tf_placeto as tp
 from tf_placeto import methods
 from tf_placeto.compare import LOWER_BOUND, RealRuns, compare, printable
+from tf_placeto.measure import fitting
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.plots import comparison_plot, gantt
 from tf_placeto.workload import MemoryLimit, load_workload
@@ -58,13 +59,18 @@ def test_a_memory_limit_shows_who_finds_a_placement(workload):
     assert (feasible["peak_memory_bytes"] <= limit).all()
 
 
-def test_real_runs_give_medians_with_spread(workload, runtime):
+def test_real_runs_give_medians_with_spread_and_are_logged_for_the_fit(workload, runtime):
+    logged = fitting.read(workload.profile_dir, len(workload.graph.ops))
     table = compare([workload], [None], ["single", "round_robin"],
                     real=RealRuns(runtime, repeats=2))
     measured = table[table["method"] != LOWER_BOUND]
     assert (measured["runs"] == 2).all() and (measured["status"] == "ok").all()
     assert (measured["spread_s"] >= 0).all() and (measured["predicted_s"] > 0).all()
     assert "spread (ms)" in printable(table)
+    added = fitting.read(workload.profile_dir, len(workload.graph.ops))[len(logged):]
+    assert [o.label for o in added] == ["single", "round_robin"]
+    assert {o.origin for o in added} == {"compare"} and len({o.session for o in added}) == 1
+    assert [o.step_s for o in added] == list(measured["step_s"])
 
 
 def test_pictures_are_written(simulated, workload, tmp_path):

@@ -1,11 +1,13 @@
 """Reading a SOURCE: a SavedModel's MetaGraph chosen by its tag set, as saved_model_cli does."""
 
+import os
+
 import numpy as np
 import pytest
 
 from tf_placeto.api import apply_placement, import_graph
 from tf_placeto.errors import SourceError
-from tf_placeto.graph.sources import load_source
+from tf_placeto.graph.sources import load_source, source_path
 from tf_placeto.measure.runner import run_traced
 
 
@@ -45,3 +47,12 @@ def test_the_placement_is_written_into_the_chosen_metagraph_and_runs(two_tag_set
     assert ran.node_devices["y"].endswith("CPU:1")
     np.testing.assert_allclose(ran.outputs["y"],
                                run_traced(two_tag_sets_model, tag_set="train,gpu").outputs["y"])
+
+
+def test_where_a_source_is_read_from_is_known_without_reading_it(two_tag_sets_model, tmp_path):
+    graph_file = tmp_path / "graph.pb"
+    graph_file.write_bytes(load_source(two_tag_sets_model).graph_def.SerializeToString())
+    for given in (two_tag_sets_model, os.path.join(two_tag_sets_model, "saved_model.pb"),
+                  str(graph_file)):
+        assert source_path(given) == load_source(given).path
+    assert source_path(load_source(two_tag_sets_model).graph_def) is None

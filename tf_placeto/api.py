@@ -17,7 +17,7 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.graph.sources import load_source
+from tf_placeto.graph.sources import load_source, source_path
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting
 from tf_placeto.measure.costmodel import Link, graph_profile_directory
@@ -292,8 +292,7 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
         raise InputError(f"measure must be 'real' or 'simulate', not {measure!r}")
     memory = MemoryLimit.parse(memory_per_device)
     if out is not None:
-        check_output_path(load_source(source, signature=signature, tag_set=tag_set).path, out,
-                          overwrite)
+        check_output_path(source_path(source), out, overwrite)
     with open_runtime(devices, cluster) as runtime:
         outcome = pipeline.run(source, runtime, method, memory=memory, max_groups=max_groups,
                                signature=signature, tag_set=tag_set, cache=cache, seed=seed,

@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from tf_placeto import methods as placement_methods
+from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError, PlacetoError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.measure import fitting
 from tf_placeto.measure.costmodel import Link
 from tf_placeto.measure.measurer import RealMeasurer
 from tf_placeto.measure.runtime import Runtime, open_runtime
@@ -155,17 +157,23 @@ def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progre
     measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
                             repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)
     chosen = _to_measure(rows, real.best)
+    placements, results = [], []
     for decided, row in zip(decisions, rows):
         if row["method"] not in chosen:
             row.update(step_s=np.nan, spread_s=np.nan, reason=(
                 f"not measured: not among the {real.best} best predicted"))
             continue
         progress(f"{workload.name}: measuring {decided.method} for real")
-        [result] = measurer.evaluate([problem.placement(decided.group_devices)],
-                                     labels=[decided.method])
+        placements.append(problem.placement(decided.group_devices))
+        [result] = measurer.evaluate(placements[-1:], labels=[decided.method])
+        results.append(result)
         row.update(status=result.status, step_s=result.step_time_s, spread_s=result.spread_s,
                    runs=result.runs, reason=result.reason,
                    peak_memory_bytes=float(max(result.peak_memory_bytes.values(), default=np.nan)))
+    # One session: the placements of one comparison are timed one after another, together.
+    fitting.record(workload.profile_dir, workload.graph,
+                   DeviceSet.from_strings(real.runtime.device_names), placements, results,
+                   "compare")
 
 
 def _to_measure(rows, best: Optional[int]) -> set:

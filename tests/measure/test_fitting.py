@@ -133,17 +133,25 @@ def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(gra
     assert apart < 0.03 and together > 2 * apart, (apart, together)
 
 
-def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(graph, tmp_path):
+def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(tmp_path):
     """On two worker processes: profile with calibration runs, then time placements of
-    another seed; the calibrated simulator predicts them better than the profile alone."""
+    another seed; the calibrated simulator predicts them better than the profile alone.
+
+    The graph is a small tf.while_loop over matmuls: split across tasks, each iteration pays
+    a round trip the per-op profile cannot see (BUILD.md: 79% median error uncalibrated on
+    the real-size model). On a plain MLP the profile alone is already within ~11% of
+    reality, and which of two such errors is smaller is left to the machine's noise."""
+    from measure import real_models
     from tf_placeto.measure.cluster import LocalCluster
     from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.measure.profiler import profile
     from tf_placeto.measure.runtime import Runtime
 
+    real_models.save("control_flow", str(tmp_path / "model"), size=64, iterations=8)
+    graph = tp.import_graph(str(tmp_path / "model"))
     with LocalCluster(2) as cluster:
         runtime = Runtime.on_cluster(cluster)
-        made = profile(graph, runtime, cache=str(tmp_path), runs=2, calibration_runs=10,
+        made = profile(graph, runtime, cache=str(tmp_path / "cache"), runs=2, calibration_runs=10,
                        calibration_budget_s=20)
         calibration = made.model.calibration
         assert calibration is not None and calibration.observations >= fitting.MIN_HELD_OUT
@@ -162,7 +170,7 @@ def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(graph, t
                                                    ).evaluate([p for _, p in chosen])
         errors[calibrated] = fitting.accuracy([r.step_time_s for r in predicted],
                                               real)["median_error"]
-    assert errors[True] < errors[False]
+    assert errors[True] < errors[False], errors
     assert errors[True] < 0.5
     with open(os.path.join(made.directory, CALIBRATION_FILE)) as stored:
         assert Calibration(**json.load(stored)) == calibration

@@ -165,6 +165,7 @@ def test_discovery_skips_modules_without_a_placer_and_refuses_two_of_one_name(tm
     monkeypatch.syspath_prepend(str(tmp_path))
     assert [spec.name for spec in discover(name)] == ["twin"]
     (package / "second.py").write_text(declare.format(1))
+    discover.cache_clear()                       # a package is scanned once per process
     with pytest.raises(PlacetoError, match="two placers are named 'twin'"):
         discover(name)
 

@@ -84,6 +84,21 @@ def load_source(source, *example_args, signature: Optional[str] = None,
     return _load_function(source, example_args)
 
 
+def source_path(source) -> Optional[str]:
+    """The file or SavedModel directory a SOURCE is read from, without reading it (None for
+    objects in memory): enough to check where a placed copy may go before any work."""
+    if isinstance(source, Source):
+        return source.path
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    text = os.fspath(source)
+    if text.startswith("examples:"):
+        return registry.saved_model_path(text[len("examples:"):])
+    if os.path.basename(text) in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE):
+        return os.path.dirname(text) or "."
+    return text
+
+
 def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> Source:
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or directory")

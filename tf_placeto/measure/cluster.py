@@ -129,8 +129,9 @@ class Cluster:
         return [self._connection_problem(task, ALIVE_TIMEOUT_S) is None
                 for task in range(len(self.addresses))]
 
-    def death_note(self, task: int) -> str:
-        """How a task that alive() reports dead went."""
+    def death_note(self, task: int, out_of_memory: Optional[bool] = None) -> str:
+        """How a task that alive() reports dead went (out_of_memory: died_of_memory's answer,
+        when the caller has it)."""
         return self._connection_problem(task, ALIVE_TIMEOUT_S) or "it answers again"
 
     def died_of_memory(self, task: int) -> bool:
@@ -172,8 +173,9 @@ class Cluster:
     def _raise_if_dead(self, cause=None) -> None:
         dead = [task for task, up in enumerate(self.alive()) if not up]
         if dead:
-            raise WorkerDied(dead[0], self.addresses[dead[0]], self.death_note(dead[0]),
-                             self.died_of_memory(dead[0])) from cause
+            out_of_memory = self.died_of_memory(dead[0])
+            raise WorkerDied(dead[0], self.addresses[dead[0]],
+                             self.death_note(dead[0], out_of_memory), out_of_memory) from cause
 
     def _raise_if_hung(self) -> None:
         for task in range(len(self.addresses)):
@@ -421,10 +423,10 @@ class LocalCluster(Cluster):
         raise ClusterError(f"worker task {task} failed to start: {self.death_note(task)} "
                            f"(log: {self.log_paths[task]})")
 
-    def death_note(self, task: int) -> str:
+    def death_note(self, task: int, out_of_memory: Optional[bool] = None) -> str:
         code = self._processes[task].wait()
         how = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
-        if self.died_of_memory(task):
+        if self.died_of_memory(task) if out_of_memory is None else out_of_memory:
             how += " (out of memory)"
         elif code == -signal.SIGKILL:
             how += " (as the kernel kills a process out of memory, or kill -9)"

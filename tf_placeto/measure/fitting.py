@@ -3,8 +3,8 @@
 Every real measurement of a graph on a runtime is an observation: a placement (the device of
 each op) and its median step. They go to an append-only log beside the profile
 (OBSERVATIONS_FILE), from the profile's own calibration runs (`calibrate`: diverse placements
-timed in turns) and from every later measurement (`measure`, `place`, `optimize()`), so the
-fit improves with use (`refresh` refits when the log has grown).
+timed in turns) and from every later measurement (`measure`, `place`, `compare`,
+`optimize()`), so the fit improves with use (`refresh` refits when the log has grown).
 
 The fit chooses the calibration's parameters that make the simulated steps closest to the
 real ones: least squares on log(simulated / real), net of how loaded the machine was in each
@@ -64,7 +64,7 @@ class Observation:
     assignment: list             # device index of each op (graph order) in the runtime's devices
     step_s: float                # real median step
     label: str = ""
-    origin: str = ""             # what measured it: profile, measure or place
+    origin: str = ""             # what measured it: profile, measure, place or compare
     session: str = ""            # runs timed in turns together share one (none: logged before)
 
 

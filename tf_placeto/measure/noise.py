@@ -34,10 +34,6 @@ class Interval:
     high: float
     confidence: float = CONFIDENCE
 
-    def below(self, value: float) -> bool:
-        """The whole interval lies under `value`: smaller beyond the noise."""
-        return self.high < value
-
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
 

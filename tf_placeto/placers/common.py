@@ -12,7 +12,6 @@ placers, which the searching placers start from.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Optional
 
 import numpy as np
@@ -22,10 +21,9 @@ from tf_placeto.placers import registry
 from tf_placeto.placers.problem import PlacementProblem
 
 
-@functools.lru_cache(maxsize=None)
 def fast_placers() -> tuple:
     """The specs of the placers that decide in about a second or less, without learning or
-    solving (PlacerSpec.fast), in report order; found once (a package scan)."""
+    solving (PlacerSpec.fast), in report order."""
     return tuple(spec for spec in registry.discover("tf_placeto.placers") if spec.fast)
 
 

@@ -9,6 +9,7 @@ where it comes in reports. `discover` collects the specs of a package's modules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import pkgutil
 from typing import Callable, Optional
@@ -85,9 +86,10 @@ class PlacerSpec:
                              f"{', '.join(MEMORY_KINDS)}, not {self.memory!r}")
 
 
-def discover(package_name: str) -> list:
+@functools.lru_cache(maxsize=None)
+def discover(package_name: str) -> tuple:
     """The PLACER of every module of the package (modules without one are not placers), in
-    report order; two placers of one name are an error."""
+    report order; two placers of one name are an error. Scanned once per package."""
     package = importlib.import_module(package_name)
     found = {}                     # name -> (spec, module)
     for module in pkgutil.iter_modules(package.__path__, f"{package_name}."):
@@ -98,4 +100,4 @@ def discover(package_name: str) -> list:
             raise PlacetoError(f"two placers are named {spec.name!r}: {found[spec.name][1]} "
                                f"and {module.name}")
         found[spec.name] = (spec, module.name)
-    return sorted((spec for spec, _ in found.values()), key=lambda spec: spec.order)
+    return tuple(sorted((spec for spec, _ in found.values()), key=lambda spec: spec.order))

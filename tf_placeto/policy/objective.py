@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_placeto.placers.problem import PlacementProblem
-from tf_placeto.placers.single import all_on
+from tf_placeto.placers import single
 
 
 class Objective:
@@ -14,10 +14,10 @@ class Objective:
 
     def __init__(self, problem: PlacementProblem):
         self.problem = problem
-        single = problem.simulate(single_device(problem))
+        alone = problem.simulate(single_device(problem))
         # A memory excess of one single-device peak costs as much as one single-device step.
-        self.penalty_us_per_byte = single.step_time_us / max(problem.single_device_peak_bytes, 1)
-        self.single_us = self.value(single)
+        self.penalty_us_per_byte = alone.step_time_us / max(problem.single_device_peak_bytes, 1)
+        self.single_us = self.value(alone)
 
     def __call__(self, group_devices: np.ndarray):
         """(objective in us, simulation) of one placement."""
@@ -29,15 +29,6 @@ class Objective:
         return result.step_time_us + self.penalty_us_per_byte * result.memory_excess_bytes
 
 
-def _best_single(problem: PlacementProblem) -> int:
-    """The device every group can run on that simulates fastest (0 if none can take all)."""
-    whole = np.flatnonzero(problem.allowed.all(axis=0))
-    if len(whole) == 0:
-        return 0
-    steps = [problem.simulate(np.full(problem.n_groups, d)).step_time_us for d in whole]
-    return int(whole[int(np.argmin(steps))])
-
-
 def single_device(problem: PlacementProblem) -> np.ndarray:
-    """Every group on the best single device, or on its first allowed device."""
-    return all_on(problem, _best_single(problem))
+    """Every group on the device the single placer picks (tf_placeto.placers.single)."""
+    return single.place(problem)[0]
