@@ -20,6 +20,21 @@ def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
                                  _measured("c", 0.1, 0.2, 0.3, status="failed")]) == 1
 
 
+def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_cnn_model,
+                                                                           tmp_path):
+    """Everything on the first device is where the graph as written runs: written out, such a
+    copy measured slower than its source on four real models, so it is never a candidate."""
+    out = tmp_path / "placed"
+    result = run_cli("place", small_cnn_model, "--method", "single", "--devices", "2",
+                     "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert not summary["written"] and not out.exists() and summary["winner"] is None
+    assert [c["label"] for c in summary["measured_candidates"]] == ["as written"]
+    assert summary["verdict"].startswith("every candidate runs each op where the graph as "
+                                         "written does")
+
+
 def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small_cnn_model,
                                                                           tmp_path):
     """Round robin over 64 groups sends nearly every tensor of the training step between two
