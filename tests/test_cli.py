@@ -125,8 +125,7 @@ def _bad_inputs(mlp_model, inspected, tmp):
     }
 
 
-# Refused by the parser itself (tf_placeto.cli's argparse types), checked in this process:
-# the same one line and exit status as the command gives, without starting one per case.
+# Refused by the parser itself (tf_placeto.cli's argparse types).
 @pytest.mark.parametrize("args, message", [
     (["apply", "m"], "the following arguments are required: --placement"),
     (["measure", "m", "--timeout", "-1"], "--timeout: must be a finite number of seconds"),
@@ -148,13 +147,9 @@ def _bad_inputs(mlp_model, inspected, tmp):
     (["train", "--graphs", "m", "--counts", "2", "--out", "o", "--steps", "many"],
      "--steps: give a whole number, not 'many'"),
 ])
-def test_bad_numbers_are_refused_where_parsed_in_one_line(args, message, capsys):
-    from tf_placeto import cli
-
-    with pytest.raises(SystemExit) as exited:
-        cli.build_parser().parse_args(args)
-    error = capsys.readouterr().err
-    assert exited.value.code == 2 and message in error, error
+def test_bad_numbers_are_refused_where_parsed_in_one_line(args, message, cli_here):
+    code, error = cli_here(*args)
+    assert code == 2 and message in error, error
     assert len(error.splitlines()) == 1 and error.startswith("tf-placeto")
 
 

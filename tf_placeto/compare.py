@@ -164,8 +164,9 @@ def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progre
                 f"not measured: not among the {real.best} best predicted"))
             continue
         progress(f"{workload.name}: measuring {decided.method} for real")
-        placements.append(problem.placement(decided.group_devices))
-        [result] = measurer.evaluate(placements[-1:], labels=[decided.method])
+        placement = problem.placement(decided.group_devices)
+        [result] = measurer.evaluate([placement], labels=[decided.method])
+        placements.append(placement)
         results.append(result)
         row.update(status=result.status, step_s=result.step_time_s, spread_s=result.spread_s,
                    runs=result.runs, reason=result.reason,

@@ -97,14 +97,14 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     log.info("placing %d groups on %d devices with %s", len(workload.groups),
              problem.n_devices, method)
     decided = workload.decide(method, problem, seed=seed, options=options)
-    candidates = _distinct(decided.candidates or [decided])[:MEASURED_CANDIDATES]
-    placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
-    outcome = Outcome(workload, problem, decided, placements[0], predicted=[],
-                      candidates=candidates)
+    candidates = _distinct(decided.candidates or [decided])
     if measure:
-        candidates, placements = _not_as_written(workload, outcome.devices, candidates,
-                                                 placements)
-        outcome.candidates = candidates
+        candidates = _not_as_written(workload, problem, candidates)
+    candidates = candidates[:MEASURED_CANDIDATES]
+    placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
+    outcome = Outcome(workload, problem, decided, placements[0] if placements else None,
+                      predicted=[], candidates=candidates)
+    if measure:
         log.info("measuring the graph as written and %d candidate placements for real, in "
                  "turns", len(candidates))
         outcome.measured = measure_interleaved(
@@ -125,17 +125,16 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     return outcome
 
 
-def _not_as_written(workload: Workload, devices: DeviceSet, candidates: list,
-                    placements: list) -> tuple:
-    """The candidates (and their placements) that put some op elsewhere than the graph as
-    written runs it. One that changes nothing cannot be faster, yet written out it can be
-    slower (bench_real_wins: all on task 0 measured x0.90-0.95 in turns, its written copy
-    1.04-1.41x the source's step apart), so it is not measured or written."""
+def _not_as_written(workload: Workload, problem: PlacementProblem, decisions: list) -> list:
+    """The decisions that put some op elsewhere than the graph as written runs it. One that
+    changes nothing cannot be faster, yet written out it can be slower (bench_real_wins: all
+    on task 0 measured x0.90-0.95 in turns, its written copy 1.04-1.41x the source's step
+    apart), so it is not measured or written."""
+    devices = DeviceSet.from_strings(problem.device_names)
     written = written_indices(workload.graph, devices)
-    kept = [(candidate, placement) for candidate, placement in zip(candidates, placements)
-            if not np.array_equal(device_indices(workload.graph, devices, placement, written),
-                                  written)]
-    return [c for c, _ in kept], [p for _, p in kept]
+    return [decision for decision in decisions if not np.array_equal(
+        device_indices(workload.graph, devices, problem.placement(decision.group_devices),
+                       written), written)]
 
 
 def _distinct(decisions: list) -> list:

@@ -351,6 +351,11 @@ def test_dead_worker_is_reported_and_restarted():
         old_pid = local.pids[1]
         os.kill(old_pid, signal.SIGKILL)
         assert wait_until_gone([old_pid]) == []
+        # /proc shows the leader a zombie while its threads still exit; only then can it be
+        # reaped, and alive() (a poll) see it dead
+        deadline = time.monotonic() + 10
+        while local.alive()[1] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert local.alive() == [True, False]
         with pytest.raises(ClusterError, match=r"task 1 \(127\.0\.0\.1:\d+\): process killed by "
                                                r"SIGKILL") as raised:

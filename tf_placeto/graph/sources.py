@@ -66,11 +66,7 @@ def load_source(source, *example_args, signature: Optional[str] = None,
     if isinstance(source, Source):
         return source
     if isinstance(source, (str, os.PathLike)):
-        text = os.fspath(source)
-        if text.startswith("examples:"):
-            return load_source(registry.saved_model_path(text[len("examples:"):]),
-                               signature=signature, tag_set=tag_set)
-        return _load_path(text, signature, tag_set)
+        return _load_path(source_path(source), signature, tag_set)
     type_name = type(source).__name__
     if type_name == "GraphDef":
         _no_tag_set(tag_set, "a GraphDef")
@@ -107,8 +103,6 @@ def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> S
                    for f in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE)):
             raise SourceError(f"{path}: a directory without {SAVED_MODEL_FILE} is not a SavedModel")
         return _load_saved_model(path, signature, tag_set)
-    if os.path.basename(path) in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE):
-        return _load_saved_model(os.path.dirname(path) or ".", signature, tag_set)
     with open(path, "rb") as f:
         data = f.read()
     if not data:
