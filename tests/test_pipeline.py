@@ -4,12 +4,14 @@ import json
 
 from tests.helpers import run_cli
 from tf_placeto.measure.measurer import MeasureResult
+from tf_placeto.measure.noise import ratio_interval
 from tf_placeto.pipeline import _faster_beyond_noise
 
 
-def _measured(label, low, median, high, status="ok"):
+def _measured(label, low, median, high, status="ok", confidence=0.95):
     return MeasureResult(key=label, status=status, label=label,
-                         ratio_to_first={"low": low, "median": median, "high": high})
+                         ratio_to_first={"low": low, "median": median, "high": high,
+                                         "confidence": confidence})
 
 
 def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
@@ -18,6 +20,18 @@ def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
     assert _faster_beyond_noise([_measured("a", 0.7, 0.8, 0.9),
                                  _measured("b", 0.5, 0.7, 0.99),
                                  _measured("c", 0.1, 0.2, 0.3, status="failed")]) == 1
+
+
+def test_three_rounds_all_faster_are_not_enough_to_write():
+    """Three faster rounds happen by chance one time in eight: the whole range of three
+    ratios is a 75% interval, not a 95% one, however far under 1 it lies."""
+    three = ratio_interval([0.5, 0.6, 0.55], [1.0, 1.0, 1.0]).to_json()
+    assert three["high"] < 1.0 and three["confidence"] == 0.75
+    result = MeasureResult(key="a", status="ok", label="a", ratio_to_first=three)
+    assert _faster_beyond_noise([result]) is None
+    six = ratio_interval([0.5, 0.6, 0.55] * 2, [1.0] * 6).to_json()
+    assert _faster_beyond_noise([MeasureResult(key="a", status="ok", label="a",
+                                               ratio_to_first=six)]) == 0
 
 
 def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_cnn_model,

@@ -24,6 +24,7 @@ from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure import fitting
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import SimulatedMeasurer, device_indices, written_indices
+from tf_placeto.measure.noise import CONFIDENCE, rounds_for
 from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.placement import Placement
@@ -83,8 +84,9 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     like them, simulated) and predict the step as written and as placed. With `measure`, the
     best few decisions by simulation (method auto: from different placers) and the graph as
     written are timed for real, in turns (tf_placeto.measure.interleaved), and a decision is
-    kept only if it is faster than the graph as written beyond the noise: the whole interval
-    of its round-by-round ratio lies under 1.
+    kept only if it is faster than the graph as written beyond the noise: the whole 95%
+    interval of its round-by-round ratio lies under 1. That takes at least six rounds
+    (noise.rounds_for), which run even when `measure_budget_s` has passed.
 
     pins: {op name: device} for ops that must stay where they are (a tf.function's variables
     live on their caller's devices). options: the placers' options (methods' option names).
@@ -97,11 +99,12 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     log.info("placing %d groups on %d devices with %s", len(workload.groups),
              problem.n_devices, method)
     decided = workload.decide(method, problem, seed=seed, options=options)
-    candidates = _distinct(decided.candidates or [decided])
+    placed = [(decision, Placement(problem.placement(decision.group_devices)))
+              for decision in _distinct(decided.candidates or [decided])]
     if measure:
-        candidates = _not_as_written(workload, problem, candidates)
-    candidates = candidates[:MEASURED_CANDIDATES]
-    placements = [Placement(problem.placement(c.group_devices)) for c in candidates]
+        placed = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
+    candidates = [decision for decision, _ in placed[:MEASURED_CANDIDATES]]
+    placements = [placement for _, placement in placed[:MEASURED_CANDIDATES]]
     outcome = Outcome(workload, problem, decided, placements[0] if placements else None,
                       predicted=[], candidates=candidates)
     if measure:
@@ -110,7 +113,8 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.measured = measure_interleaved(
             workload.graph, runtime, [None, *placements],
             ["as written", *(c.method for c in candidates)],
-            budget_s=measure_budget_s, trace=False, journal_dir=workload.profile_dir)
+            budget_s=measure_budget_s, min_rounds=rounds_for(CONFIDENCE), trace=False,
+            journal_dir=workload.profile_dir)
         fitting.record(workload.profile_dir, workload.graph,
                        DeviceSet.from_strings(runtime.device_names), [None, *placements],
                        outcome.measured, "place")
@@ -125,16 +129,16 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     return outcome
 
 
-def _not_as_written(workload: Workload, problem: PlacementProblem, decisions: list) -> list:
-    """The decisions that put some op elsewhere than the graph as written runs it. One that
+def _changes_something(workload: Workload, problem: PlacementProblem,
+                       placement: Placement) -> bool:
+    """Whether `placement` puts some op elsewhere than the graph as written runs it. One that
     changes nothing cannot be faster, yet written out it can be slower (bench_real_wins: all
     on task 0 measured x0.90-0.95 in turns, its written copy 1.04-1.41x the source's step
     apart), so it is not measured or written."""
     devices = DeviceSet.from_strings(problem.device_names)
     written = written_indices(workload.graph, devices)
-    return [decision for decision in decisions if not np.array_equal(
-        device_indices(workload.graph, devices, problem.placement(decision.group_devices),
-                       written), written)]
+    return not np.array_equal(device_indices(workload.graph, devices, placement, written),
+                              written)
 
 
 def _distinct(decisions: list) -> list:
@@ -151,9 +155,11 @@ def _distinct(decisions: list) -> list:
 
 def _faster_beyond_noise(results: list) -> Optional[int]:
     """The index of the result with the smallest median ratio to the graph as written among
-    those whose ratio's whole interval lies under 1; None if there is none."""
+    those whose ratio's whole interval lies under 1 with the full confidence (a placement
+    that failed after a few rounds has too few for it); None if there is none."""
     faster = [(r.ratio_to_first["median"], index) for index, r in enumerate(results)
-              if r.status == OK and r.ratio_to_first and r.ratio_to_first["high"] < 1.0]
+              if r.status == OK and r.ratio_to_first and r.ratio_to_first["high"] < 1.0
+              and r.ratio_to_first["confidence"] >= CONFIDENCE]
     return min(faster)[1] if faster else None
 
 

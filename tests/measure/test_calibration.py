@@ -44,6 +44,16 @@ def test_each_parameter_acts_where_its_mechanism_does():
     assert problem.link_latency_us[0, 1] == 5.0           # the original is left alone
 
 
+def test_a_remote_tasks_cost_is_in_the_schedule_after_its_last_event():
+    task = Calibration(remote_task_us=1000.0).apply(two_tasks([10.0, 20.0]), np.ones(2))
+    result = simulate(task, np.array([0, 1]), schedule=True)
+    [row] = result.schedule[result.schedule.kind == "task"].itertuples()
+    assert row.device == task.device_names[1]
+    assert row.end_us == pytest.approx(result.step_time_us)
+    assert row.end_us - row.start_us == pytest.approx(1000.0)
+    assert simulate(task, np.array([0, 0]), schedule=True).schedule.kind.ne("task").all()
+
+
 def test_a_loop_reading_from_another_device_pays_every_iteration():
     """op1 runs 8 times per step (a loop): with its input from another device it pays 8
     iterations' crossing; on its input's device, nothing."""

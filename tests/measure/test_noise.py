@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from tf_placeto.measure.noise import (TARGET_HALF_WIDTH, Interval, interleave, median_interval,
-                                      ratio_interval)
+from tf_placeto.measure.noise import (CONFIDENCE, TARGET_HALF_WIDTH, Interval, interleave,
+                                      median_interval, ratio_interval, rounds_for)
 
 
 def test_the_median_interval_contains_the_true_median_as_often_as_it_promises():
@@ -24,9 +24,20 @@ def test_the_interval_narrows_with_more_samples_and_brackets_the_median():
     assert many.high - many.low < few.high - few.low
 
 
-def test_too_few_samples_give_the_whole_range():
+def test_too_few_samples_give_the_whole_range_and_say_how_sure_it_is():
     interval = median_interval([3.0, 1.0, 2.0])
     assert (interval.low, interval.median, interval.high) == (1.0, 2.0, 3.0)
+    assert interval.confidence == 0.75          # 1 - 2 / 2**3: all three on one side
+    assert rounds_for(CONFIDENCE) == 6
+    assert median_interval(np.arange(6.0)).confidence == CONFIDENCE
+    assert median_interval(np.arange(5.0)).confidence < CONFIDENCE
+
+
+def test_a_time_budget_ends_the_rounds_only_after_the_least_asked_for():
+    series = interleave([lambda: 0.001, lambda: 0.002], repeats="auto", budget_s=0.0,
+                        min_rounds=6)
+    assert [len(s.times_s) for s in series] == [6, 6]
+    assert len(interleave([lambda: 0.001], repeats="auto", budget_s=0.0)[0].times_s) == 2
 
 
 def test_a_ratio_is_taken_round_by_round_so_shared_drift_cancels():

@@ -129,15 +129,10 @@ class Cluster:
         return [self._connection_problem(task, ALIVE_TIMEOUT_S) is None
                 for task in range(len(self.addresses))]
 
-    def death_note(self, task: int, out_of_memory: Optional[bool] = None) -> str:
-        """How a task that alive() reports dead went (out_of_memory: died_of_memory's answer,
-        when the caller has it)."""
-        return self._connection_problem(task, ALIVE_TIMEOUT_S) or "it answers again"
-
-    def died_of_memory(self, task: int) -> bool:
-        """Is `task`, dead, known to have died for want of memory? Not from here for servers
-        someone else runs."""
-        return False
+    def death(self, task: int) -> tuple:
+        """(how a task that alive() reports dead went, whether it is known to have died for
+        want of memory: never from here for servers someone else runs)."""
+        return self._connection_problem(task, ALIVE_TIMEOUT_S) or "it answers again", False
 
     watch_interval_s = WATCH_REMOTE_S
     health_check_s: Optional[float] = HEALTH_CHECK_S
@@ -173,9 +168,8 @@ class Cluster:
     def _raise_if_dead(self, cause=None) -> None:
         dead = [task for task, up in enumerate(self.alive()) if not up]
         if dead:
-            out_of_memory = self.died_of_memory(dead[0])
-            raise WorkerDied(dead[0], self.addresses[dead[0]],
-                             self.death_note(dead[0], out_of_memory), out_of_memory) from cause
+            note, out_of_memory = self.death(dead[0])
+            raise WorkerDied(dead[0], self.addresses[dead[0]], note, out_of_memory) from cause
 
     def _raise_if_hung(self) -> None:
         for task in range(len(self.addresses)):
@@ -308,7 +302,7 @@ class LocalCluster(Cluster):
         return [process.pid for process in self._processes]
 
     def check(self, timeout_s: float = PING_TIMEOUT_S) -> None:
-        dead = {task: self.death_note(task) for task, up in enumerate(self.alive()) if not up}
+        dead = {task: self.death(task)[0] for task, up in enumerate(self.alive()) if not up}
         if dead:
             raise ClusterError("cluster tasks not answering: " + "; ".join(
                 f"task {task} ({self.addresses[task]}): {note}" for task, note in dead.items()))
@@ -420,27 +414,27 @@ class LocalCluster(Cluster):
         process.wait()
         if process.returncode == worker.EXIT_PORT_TAKEN:
             raise _PortTaken(task)
-        raise ClusterError(f"worker task {task} failed to start: {self.death_note(task)} "
+        raise ClusterError(f"worker task {task} failed to start: {self.death(task)[0]} "
                            f"(log: {self.log_paths[task]})")
 
-    def death_note(self, task: int, out_of_memory: Optional[bool] = None) -> str:
+    def death(self, task: int) -> tuple:
+        """Out of memory: the kernel's out-of-memory killer killed a process of this
+        machine's memory control group since the worker started (its oom_kill count grew),
+        and the worker died by SIGKILL; or the C++ runtime could not allocate
+        (std::bad_alloc) and aborted."""
         code = self._processes[task].wait()
+        last_line = self._last_log_line(task)
+        if code == -signal.SIGKILL:
+            before, now = self._oom_kills_at_start[task], _oom_kills()
+            out_of_memory = before is not None and now is not None and now > before
+        else:
+            out_of_memory = code == -signal.SIGABRT and "bad_alloc" in last_line
         how = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
-        if self.died_of_memory(task) if out_of_memory is None else out_of_memory:
+        if out_of_memory:
             how += " (out of memory)"
         elif code == -signal.SIGKILL:
             how += " (as the kernel kills a process out of memory, or kill -9)"
-        return f"process {how}; last log line: {self._last_log_line(task)!r}"
-
-    def died_of_memory(self, task: int) -> bool:
-        """The kernel's out-of-memory killer killed a process of this machine's memory
-        control group since the worker started (its oom_kill count grew), and the worker
-        died by SIGKILL; or the C++ runtime could not allocate (std::bad_alloc) and aborted."""
-        code = self._processes[task].wait()
-        if code == -signal.SIGKILL:
-            before, now = self._oom_kills_at_start[task], _oom_kills()
-            return before is not None and now is not None and now > before
-        return code == -signal.SIGABRT and "bad_alloc" in self._last_log_line(task)
+        return f"process {how}; last log line: {last_line!r}", out_of_memory
 
     def _last_log_line(self, task: int) -> str:
         try:

@@ -35,12 +35,12 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         labels: Optional[Sequence[str]] = None, *,
                         repeats: Union[int, str] = "auto", warmup: int = 1,
                         timeout_s: float = 600.0, budget_s: float = 60.0,
-                        max_rounds: int = MAX_ROUNDS, trace: bool = True,
+                        max_rounds: int = MAX_ROUNDS, min_rounds: int = 2, trace: bool = True,
                         journal_dir: Optional[str] = None) -> list:
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
-    `budget_s` ends or `max_rounds` have run). With `trace`, each placement then runs one
+    `budget_s` ends once `min_rounds` have run, or `max_rounds` have run). With `trace`, each placement then runs one
     traced step: its peak memory per device, and the step itself as `result.trace`. A
     placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
     and the others go on; so they do when a worker dies (see _Sessions). With `journal_dir`,
@@ -92,7 +92,7 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                       initial=len(earlier[0]) if earlier else 0) as bar:
             series = interleave([sessions.stepper(index) for index in running], repeats,
                                 budget_s, on_round=after_round, max_rounds=max_rounds,
-                                earlier=earlier, earlier_s=kept_s)
+                                earlier=earlier, earlier_s=kept_s, min_rounds=min_rounds)
         for index, runs in zip(running, series):
             result = results[index]             # a failed step was marked after its round
             if runs.error is not None and not isinstance(runs.error, (tf.errors.OpError,

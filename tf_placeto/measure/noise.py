@@ -22,7 +22,7 @@ CONFIDENCE = 0.95
 # --repeats auto: rounds until every ratio's interval is this narrow (half-width over median),
 # or the time budget ends.
 TARGET_HALF_WIDTH = 0.05
-MIN_ROUNDS, MAX_ROUNDS = 5, 60
+MAX_ROUNDS = 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Interval:
 def median_interval(samples: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
     """The sample median and the order statistics (x_(k), x_(n+1-k)) around it, with k the
     largest rank whose two-sided binomial tail leaves at least `confidence`; with too few
-    samples for that confidence, the whole range."""
+    samples for that confidence (fewer than rounds_for(confidence)), the whole range and the
+    lower confidence it really has."""
     values = np.sort(np.asarray(samples, dtype=float))
     n = len(values)
     if n == 0:
@@ -58,9 +59,20 @@ def median_interval(samples: Sequence[float], confidence: float = CONFIDENCE) ->
     k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))
     while k >= 1 and 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) < confidence:
         k -= 1
-    k = max(k, 1)
+    if k < 1:
+        k, confidence = 1, min(confidence, 1 - 2 * 0.5 ** n)
     return Interval(float(values[k - 1]), float(np.median(values)), float(values[n - k]),
                     confidence)
+
+
+def rounds_for(confidence: float = CONFIDENCE) -> int:
+    """The fewest samples whose median interval (the whole range) has `confidence`: 6 for
+    95%. Fewer rounds cannot tell two placements apart at that confidence, however large the
+    gap (three rounds all faster happen by chance one time in eight)."""
+    return math.ceil(1 - math.log2(1 - confidence))
+
+
+MIN_ROUNDS = rounds_for(CONFIDENCE)     # before an interval can be narrow at its confidence
 
 
 def ratio_interval(times: Sequence[float], baseline: Sequence[float],
@@ -87,13 +99,13 @@ def interleave(steps: Sequence[Callable[[], float]],
                repeats: Union[int, str] = "auto", budget_s: float = 60.0,
                on_round: Callable[[int, list], None] = lambda rounds, series: None,
                max_rounds: int = MAX_ROUNDS, earlier: Optional[Sequence[Sequence[float]]] = None,
-               earlier_s: float = 0.0) -> list:
+               earlier_s: float = 0.0, min_rounds: int = 2) -> list:
     """Time every step callable once per round, in an order rotated each round, and return
     one Series per callable.
 
     repeats: the number of rounds, or "auto": at least MIN_ROUNDS, then until every ratio
     to the first callable (a lone callable: its median) is known to TARGET_HALF_WIDTH, or
-    `budget_s` seconds have passed, or `max_rounds`. Each callable runs one step and returns
+    `budget_s` seconds have passed (and at least `min_rounds` have run), or `max_rounds`. Each callable runs one step and returns
     its seconds. on_round(rounds, series) follows every round.
     `earlier`: each callable's times from rounds already timed, taking `earlier_s` seconds
     (a measurement resumed); they count as rounds, and as time spent, like the new ones.
@@ -108,8 +120,9 @@ def interleave(steps: Sequence[Callable[[], float]],
     def done() -> bool:
         if repeats != "auto":
             return rounds >= int(repeats)
-        return rounds >= max_rounds or (rounds >= 2 and time.perf_counter() - start >= budget_s) \
-            or (rounds >= MIN_ROUNDS and _narrow(series))
+        return rounds >= max_rounds or (rounds >= max(2, min_rounds)
+                                        and time.perf_counter() - start >= budget_s) \
+            or (rounds >= max(MIN_ROUNDS, min_rounds) and _narrow(series))
 
     while not done():
         order = list(range(len(steps)))

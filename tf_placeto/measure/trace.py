@@ -42,6 +42,10 @@ def simulated_trace(schedule: pd.DataFrame, devices: Sequence[str], graph: OpGra
             where = (pid[row.device], _OPS_TID)
             threads[where] = "ops"
             args = {"name": row.name, "op": types[row.name], "output_bytes": int(row.bytes)}
+        elif row.kind == "task":         # after the task's last op: on its ops' row
+            where = (pid[row.device], _OPS_TID)
+            threads[where] = "ops"
+            args = {"fitted": "per step, per remote task (calibration)"}
         else:
             where = (pid[row.device], _COPIES_TID)
             threads[where] = "copies"

@@ -30,7 +30,7 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   allocated at its transfer's start and freed when its last consumer on that device ends;
 - devices may be of different types, with a cost column per type;
 - the step ends when the last op or transfer ends, plus `remote_task_us` per remote task
-  (not in the schedule, whose last event ends that much before the step time).
+  (in the schedule as rows of kind "task" after its last op or transfer).
 
 What splitting really costs on a runtime (those parameters, and op times scaled) is fitted to
 real runs of placements: tf_placeto.measure.calibration and fitting.

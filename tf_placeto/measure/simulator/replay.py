@@ -20,8 +20,8 @@ class SimulationResult:
     peak_memory_bytes: np.ndarray  # (n_devices,)
     feasible: bool                 # every peak <= capacity
     memory_excess_bytes: float     # sum over devices of max(0, peak - capacity)
-    # When asked: kind ('op'|'transfer'|'copy'), name, device (transfers: "src->dst"),
-    # start_us, end_us, bytes; ordered by start.
+    # When asked: kind ('op'|'transfer'|'copy'|'task': a remote task's per-step cost), name,
+    # device (transfers: "src->dst"), start_us, end_us, bytes; ordered by start.
     schedule: Optional[pd.DataFrame] = None
     op_start_us: Optional[np.ndarray] = None    # (n_ops,): when each op started
 
