@@ -290,7 +290,7 @@ def test_placing_bad_input_gives_one_line(args, message, cli_here):
 def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
-                     "--steps", "2", "--episodes", "2", "--start", "fast", "--imitate", "3",
+                     "--steps", "2", "--episodes", "2", "--start", "single", "--imitate", "3",
                      "--cache", cache)
     assert result.returncode == 0, result.stderr
     assert "after 3 epochs of imitation" in result.stdout
@@ -304,6 +304,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert placed.returncode == 0, placed.stderr
     summary = json.loads(placed.stdout)
     assert summary["predicted_after_s"] > 0 and summary["start"] == "random"
+    assert 0 < summary["best_on_walk_step_s"] <= summary["policy_step_s"]
 
 
 @pytest.mark.parametrize("args, message", [

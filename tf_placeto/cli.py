@@ -24,7 +24,7 @@ from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.policy import specs
-from tf_placeto.policy.starts import fast_start
+from tf_placeto.policy.starts import START_KINDS, initial_placement
 from tf_placeto.workload import MemoryLimit
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -282,10 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "decision of each problem for EPOCHS passes (behaviour cloning; "
                             "default 0: none)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
-    train.add_argument("--start", choices=["random", "fast"], default="random",
+    train.add_argument("--start", choices=START_KINDS, default="random",
                        help="where every episode starts: random (default), the Placeto paper's "
                             "random placement; fast, the fast placers' best decision, for a "
-                            "policy that learns to improve it (as `place` uses it by default)")
+                            "policy that learns to improve it (as `place` uses it by default); "
+                            "single, every group on the best device")
     _link_argument(train)
     _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
@@ -634,16 +635,16 @@ def _train(args) -> int:
                                      max_groups=specs.MAX_GROUPS, cache=args.cache)
     _say(f"training on {len(problems)} problems; writing to {args.out}")
 
-    def fast_decisions():
-        return [fast_start(problem)[1]
-                for problem in progress(problems, desc="fast placers", unit="problem")]
+    def starts(kind):
+        return [initial_placement(problem, kind)[1]
+                for problem in progress(problems, desc=f"{kind} starts", unit="problem")]
 
-    fast = fast_decisions() if args.start == "fast" else None
+    initial = None if args.start == "random" else starts(args.start)
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
                                                          episodes=args.episodes, seed=args.seed),
-                      initial=fast)
+                      initial=initial)
     if args.imitate > 0 and not trainer.imitation:    # a resumed run has imitated already
-        fast = fast or fast_decisions()
+        fast = initial if args.start == "fast" else starts("fast")
         with progress(total=args.imitate, unit="epoch", desc="imitation") as bar:
             def imitated(row):
                 bar.update(1)

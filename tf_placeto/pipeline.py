@@ -132,9 +132,9 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
 def _changes_something(workload: Workload, problem: PlacementProblem,
                        placement: Placement) -> bool:
     """Whether `placement` puts some op elsewhere than the graph as written runs it. One that
-    changes nothing cannot be faster, yet written out it can be slower (bench_real_wins: all
-    on task 0 measured x0.90-0.95 in turns, its written copy 1.04-1.41x the source's step
-    apart), so it is not measured or written."""
+    changes nothing cannot be faster: a gain measured for it is noise (bench_real_wins met
+    four, x0.90-0.95 in turns, whose written copies were no faster measured again), so it
+    is not measured or written."""
     devices = DeviceSet.from_strings(problem.device_names)
     written = written_indices(workload.graph, devices)
     return not np.array_equal(device_indices(workload.graph, devices, placement, written),

@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import run_python
 from tf_placeto.placers.common import fast_placers
 from tf_placeto.policy import inference
-from tf_placeto.policy.starts import fast_start
+from tf_placeto.policy.starts import fast_start, initial_placement
 from tf_placeto.policy.training import Trainer
 
 
@@ -40,7 +40,7 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, policy_probl
     assert len(placed["devices"]) == policy_problems[0].n_groups and placed["value"] > 0
 
 
-@pytest.mark.parametrize("start", ["random", "fast"])
+@pytest.mark.parametrize("start", ["random", "fast", "single"])
 def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start):
     problem = policy_problems[0]
     zero_shot, info = inference.place(problem, policy_dir=trained, start=start)
@@ -54,8 +54,16 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
     assert tuned_info["evaluations"] == starts + problem.n_groups + 2 * 2 * problem.n_groups
     for facts in (info, tuned_info):
         assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
+        # the policy's own answer beside the best point of its walk: the zero-shot placement
+        # is that best point, and the walk ends no better
+        assert facts["best_on_walk_step_s"] <= facts["policy_step_s"]
+    assert info["objective_us"] == pytest.approx(info["best_on_walk_step_s"] * 1e6)
     if start == "fast":         # never worse than the decision it started from
         name, _, values = fast_start(problem)
         assert info["start"] == name and info["objective_us"] <= min(values) + 1e-6
+    elif start == "single":     # every group on one device: the walk starts there
+        _, devices, [value] = initial_placement(problem, "single")
+        assert info["start"] == "single" and len(set(devices.tolist())) == 1
+        assert info["best_on_walk_step_s"] <= value / 1e6 + 1e-12
     else:
         assert info["start"] == "random"

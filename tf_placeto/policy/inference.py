@@ -10,9 +10,14 @@ tf_placeto.policy.training writes them. The package ships one trained on the gra
 (`pretrained_policy()`).
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
-the policy alone finds; or "fast" (the default), the best decision of the fast placers
+the policy alone finds; "single", every group on the best device, where the policy must find
+any split itself; or "fast" (the default), the best decision of the fast placers
 (placers.common.fast_placers), which the policy then improves where it can: a placement from it
 is never slower than theirs in simulation, and their decisions count as evaluations.
+
+The placement returned is the best met on the walk (the start included); the facts also give
+the policy's own answer, the last placement of its greedy episode (`policy_step_s`), so that
+what the policy finds is not confused with where it started or passed.
 """
 
 from __future__ import annotations
@@ -30,9 +35,7 @@ from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode
 from tf_placeto.policy.observation import GraphView, check_size
-from tf_placeto.policy.starts import fast_start
-
-START_KINDS = ("fast", "random")
+from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
 
@@ -99,17 +102,18 @@ def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> tu
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
-                         initial: np.ndarray = None) -> tuple:
+                         initial: np.ndarray = None, greedy: tuple = None) -> tuple:
     """(device per group, objective in us, objectives): the best placement met while training
     the policy further on `problem` for `episodes` iterations, or its greedy one if that is
     better; the objectives of the greedy episode's placements then the training's, in order.
-    Every episode starts from `initial` (default: a random placement). A progress bar shows
-    on a terminal."""
+    Every episode starts from `initial` (default: a random placement). `greedy`: what
+    greedy_placement gave from `initial`, if the caller has it. A progress bar shows on a
+    terminal."""
     # heavy: tf-agents and TensorFlow, loaded only to fine-tune
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
                                             _read_log)
 
-    devices, value, objectives = greedy_placement(problem, policy_dir, initial)
+    devices, value, objectives = greedy or greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -140,24 +144,27 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
           start: str = "fast") -> tuple:
     """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts:
     among them the placements evaluated (simulated) in all and until the best was within 5%,
-    and where the episodes started (`start`, one of START_KINDS)."""
+    where the episodes started (`start`, one of START_KINDS), and, in simulated seconds, the
+    policy's own answer (`policy_step_s`: the last placement of its greedy episode) beside
+    the best placement that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
     coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
     check_size(coarse)          # before the fast placers work on a problem the policy refuses
-    initial, started_from, tried = None, "random", []
-    if start == "fast":
-        started_from, initial, tried = fast_start(coarse)
+    started_from, initial, tried = initial_placement(coarse, start)
+    greedy = greedy_placement(coarse, policy_dir, initial)
+    walk = greedy[2]
     if budget > 0:
         devices, value, objectives = fine_tuned_placement(coarse, policy_dir, budget, seed,
-                                                          initial=initial)
+                                                          initial=initial, greedy=greedy)
     else:
-        devices, value, objectives = greedy_placement(coarse, policy_dir, initial)
-    if tried:           # the episodes' start is one of the fast decisions: counted once
+        devices, value, objectives = greedy
+    if tried:           # the episodes' start is one of the placements tried: counted once
         objectives = np.concatenate([tried, objectives[1:]])
     return np.asarray(devices)[chunk_of_group], {
         "policy": policy_dir, "budget": budget, "policy_groups": coarse.n_groups,
         "start": started_from, "objective_us": float(value),
+        "policy_step_s": float(walk[-1]) / 1e6, "best_on_walk_step_s": float(walk.min()) / 1e6,
         "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}

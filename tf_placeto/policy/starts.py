@@ -1,5 +1,5 @@
-"""Where the policy's episodes start: Placeto's fixed random placement, or the fast placers'
-best decision, a start the policy can improve.
+"""Where the policy's episodes start: Placeto's fixed random placement, the fast placers'
+best decision (a start the policy can improve), or every group on the single best device.
 
 An episode starts from a fixed placement (`restart="fixed"`: a random one, unless an initial
 placement is given, such as `fast_start`), or from the last placement of the previous episode
@@ -13,7 +13,7 @@ import numpy as np
 
 from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.problem import PlacementProblem
-from tf_placeto.policy.objective import Objective
+from tf_placeto.policy.objective import Objective, single_device
 
 
 def start_placement(problem: PlacementProblem, seed: int = 0) -> np.ndarray:
@@ -40,3 +40,21 @@ def fast_start(problem: PlacementProblem) -> tuple:
     values = [objective(devices)[0] for _, devices in decisions]
     name, devices = decisions[int(np.argmin(values))]
     return name, problem.canonical(devices), values
+
+
+START_KINDS = ("fast", "random", "single")
+
+
+def initial_placement(problem: PlacementProblem, kind: str) -> tuple:
+    """(name of the start, device per group or None for Placeto's random one, objective of
+    each placement tried to choose it) for a start of `kind`, one of START_KINDS: "fast"
+    (fast_start), "random", or "single" (every group on the device the single placer picks,
+    where a policy must find the split itself)."""
+    if kind == "fast":
+        return fast_start(problem)
+    if kind == "single":
+        devices = single_device(problem)
+        return "single", devices, [Objective(problem)(devices)[0]]
+    if kind == "random":
+        return "random", None, []
+    raise ValueError(f"start must be one of {', '.join(START_KINDS)}, not {kind!r}")

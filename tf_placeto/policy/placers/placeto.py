@@ -3,7 +3,8 @@
 Options: `policy`, a directory written by `tf-placeto train` (default: the policy shipped with
 the package); `budget`, episodes of fine-tuning on this graph (0: one greedy episode,
 zero-shot; AUTO_BUDGET within method auto); `start`, where episodes start: "fast" (the best
-decision of the fast placers, which the policy improves) or "random" (Placeto's own start).
+decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
+"single" (every group on the best device).
 The problem is coarsened to the policy's maximum number of groups first.
 """
 
@@ -34,4 +35,5 @@ PLACER = PlacerSpec(
                     "zero-shot"),
         Option("--start", "start", str, "fast", choices=inference.START_KINDS,
                help="where its episodes start: fast, the best decision of the fast placers, "
-                    "which the policy improves; random, the Placeto paper's random placement")))
+                    "which the policy improves; random, the Placeto paper's random placement; "
+                    "single, every group on the best device")))
