@@ -249,6 +249,8 @@ class PlaceResult:
                    **summary_of(outcome.measured_before_after, "measured")}
         if outcome.measured:
             summary["measured_candidates"] = [_measured_json(r) for r in outcome.measured]
+            if outcome.confirmed:     # the fastest candidate, measured again
+                summary["measured_again"] = [_measured_json(r) for r in outcome.confirmed]
             summary["winner"] = (None if outcome.winner is None
                                  else outcome.measured[1 + outcome.winner].label)
             summary["verdict"] = outcome.verdict
