@@ -40,8 +40,9 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
-    `budget_s` ends once `min_rounds` have run, or `max_rounds` have run). With `trace`, each placement then runs one
-    traced step: its peak memory per device, and the step itself as `result.trace`. A
+    `budget_s` ends once `min_rounds` have run, or `max_rounds` have run). With `trace`,
+    each placement then runs one traced step: its peak memory per device, and the step
+    itself as `result.trace`. A
     placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
     and the others go on; so they do when a worker dies (see _Sessions). With `journal_dir`,
     every round and failure is kept there as it comes (tf_placeto.measure.journal): the

@@ -105,8 +105,9 @@ def interleave(steps: Sequence[Callable[[], float]],
 
     repeats: the number of rounds, or "auto": at least MIN_ROUNDS, then until every ratio
     to the first callable (a lone callable: its median) is known to TARGET_HALF_WIDTH, or
-    `budget_s` seconds have passed (and at least `min_rounds` have run), or `max_rounds`. Each callable runs one step and returns
-    its seconds. on_round(rounds, series) follows every round.
+    `budget_s` seconds have passed (and at least `min_rounds` have run), or `max_rounds`.
+    Each callable runs one step and returns its seconds. on_round(rounds, series) follows
+    every round.
     `earlier`: each callable's times from rounds already timed, taking `earlier_s` seconds
     (a measurement resumed); they count as rounds, and as time spent, like the new ones.
     A callable that raises drops out; its Series keeps the exception as `error`.
