@@ -10,7 +10,7 @@ import pandas as pd
 
 from tf_placeto.measure.simulator import engine
 from tf_placeto.measure.simulator.arrays import SimulationProblem
-from tf_placeto.measure.simulator.schedule import schedule_frame
+from tf_placeto.measure.simulator.schedule import remote_tasks, schedule_frame
 
 
 @dataclasses.dataclass
@@ -45,10 +45,11 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         problem._control_ptr, problem._control_succ, problem._n_preds,
         problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
         problem.link_copy_share, problem.link_copy_us)
-    step = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
-               copy_end.max(initial=0.0))
+    last_end = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
+                   copy_end.max(initial=0.0))
+    step = last_end
     if problem.remote_task_us:        # the other tasks' RunGraph calls: after the schedule
-        step += problem.remote_task_us * remote_tasks(problem, placement)
+        step += problem.remote_task_us * len(remote_tasks(problem, placement))
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
@@ -57,15 +58,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     if schedule:
         result.schedule = schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
                                          transfer_dst, transfer_start, transfer_end,
-                                         copy_start, copy_end)
+                                         copy_start, copy_end, last_end)
     return result
-
-
-def remote_tasks(problem: SimulationProblem, placement: np.ndarray) -> int:
-    """How many processes besides the session's own (task 0) run part of the step: each
-    costs a RunGraph call and its partition's start and end per step."""
-    used = np.unique(problem.device_task[placement])
-    return int(np.count_nonzero(used != 0))
 
 
 def feasible(problem: SimulationProblem, placement: np.ndarray) -> bool:

@@ -7,7 +7,7 @@ import pandas as pd
 
 
 def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_dst,
-                    transfer_start, transfer_end, copy_start, copy_end):
+                    transfer_start, transfer_end, copy_start, copy_end, last_end_us):
     """Ops and copy tasks on their devices, transfers on their links ("src->dst"), and
     after them each remote task's fitted per-step cost (kind "task", on its first device)."""
     op_bytes = np.bincount(problem.tensor_producer, weights=problem.tensor_bytes,
@@ -31,19 +31,24 @@ def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transf
         "start_us": np.concatenate([copy_start[0::2][copied], copy_start[1::2][copied]]),
         "end_us": np.concatenate([copy_end[0::2][copied], copy_end[1::2][copied]]),
         "bytes": np.concatenate([nbytes[copied], nbytes[copied]])})
-    last_end_us = max(array.max(initial=0.0) for array in (op_end, transfer_end, copy_end))
-    tasks = _remote_tasks(problem, placement, last_end_us, names)
+    tasks = _remote_task_rows(problem, placement, last_end_us, names)
     frame = pd.concat([ops, transfers, copies, tasks], ignore_index=True)
     return frame.sort_values(["start_us", "end_us"], kind="stable", ignore_index=True)
 
 
-def _remote_tasks(problem, placement, last_end_us: float, names) -> pd.DataFrame:
+def _remote_task_rows(problem, placement, last_end_us: float, names) -> pd.DataFrame:
     """The step's calibrated cost per task besides task 0 that runs part of it (replay adds it
     after the last op or transfer), one after the other as the step time counts them."""
-    used = np.unique(problem.device_task[placement])
-    remote = used[used != 0] if problem.remote_task_us else used[:0]
+    remote = remote_tasks(problem, placement) if problem.remote_task_us else []
     starts = last_end_us + problem.remote_task_us * np.arange(len(remote))
     return pd.DataFrame({
         "kind": "task", "name": [f"task {task}: RunGraph and its partition" for task in remote],
         "device": [names[np.flatnonzero(problem.device_task == task)[0]] for task in remote],
         "start_us": starts, "end_us": starts + problem.remote_task_us, "bytes": 0})
+
+
+def remote_tasks(problem, placement) -> np.ndarray:
+    """The processes besides the session's own (task 0) that run part of the step: each
+    costs a RunGraph call and its partition's start and end per step."""
+    used = np.unique(problem.device_task[placement])
+    return used[used != 0]
