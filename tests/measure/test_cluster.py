@@ -170,6 +170,45 @@ def test_two_workers_run_in_parallel(cluster):
     assert max(shares) > 0.5, shares
 
 
+def peer_waits_graph(devices, chain_length: int = 8, size: int = 512):
+    """Task 0 makes a small tensor `shared`, then runs a chain of matmuls; task 1 runs one matmul
+    on `shared`. Returns (graph, total, fed placeholder)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        fed = tf.compat.v1.placeholder(tf.float32, (size, size))
+        with tf.device(devices[0]):
+            shared = tf.identity(fed[:64, :64], name="shared")
+            x = fed
+            for i in range(chain_length):
+                x = tf.matmul(x, fed, name=f"chain_{i}")
+        with tf.device(devices[1]):
+            peer = tf.matmul(shared, shared, name="peer")
+        total = tf.reduce_sum(x) + tf.reduce_sum(peer)
+    return graph, total, fed
+
+
+def test_a_busy_worker_still_answers_its_peer(cluster):
+    """Task 1's matmul starts before task 0's chain ends, in every new session. TensorFlow
+    answers a peer's tensor request on the worker's op thread pool: with one op thread, the
+    request waited behind the whole chain in about half of the sessions (the step then ran
+    the two tasks one after the other)."""
+    graph, total, fed = peer_waits_graph(cluster.device_names)
+    feed = {fed: np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32) / 23}
+    for _ in range(4):
+        with tf.compat.v1.Session(cluster.target, graph=graph,
+                                  config=cluster.session_config()) as session:
+            session.run(total, feed)                     # warm up: partitions and kernels
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(total, feed, options=FULL_TRACE, run_metadata=metadata)
+        starts, ends = {}, {}
+        for dev_stats in metadata.step_stats.dev_stats:
+            for node in dev_stats.node_stats:
+                starts[node.node_name] = node.all_start_nanos + node.op_start_rel_nanos
+                ends[node.node_name] = node.all_start_nanos + node.op_end_rel_nanos
+        chain_end = max(ends[f"chain_{i}"] for i in range(8))
+        assert starts["peer"] < chain_end, (starts["peer"] - chain_end) / 1e6
+
+
 def existing_specs(addresses, tmp_path, monkeypatch):
     spec_file = tmp_path / "cluster.json"
     spec_file.write_text(json.dumps({"worker": addresses}))

@@ -2,7 +2,7 @@
 
 A measurement needs devices that truly run in parallel and tensors that cross a real link
 between them. `LocalCluster(n)` makes that on one box: n worker processes, each a
-`tf.distribute.Server` pinned to its own core with one op thread. `ExistingCluster` points at
+`tf.distribute.Server` pinned to its own core (worker.py says how). `ExistingCluster` points at
 servers someone else runs. Both give a `target` for `tf.compat.v1.Session`, the device names
 to place ops on, and a `session_config()` for that Session.
 

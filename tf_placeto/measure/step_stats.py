@@ -17,6 +17,7 @@ from tf_placeto.devices import canonical_device
 from tf_placeto.graph.importer import called_functions
 from tf_placeto.graph.op_graph import OpGraph
 
+_WAITING_OPS = {"_Recv", "_HostRecv"}
 _TF_DEVICE = re.compile(r"^(.*?/device:[^/:]+:\d+)(.*)$")
 
 
@@ -45,15 +46,47 @@ def op_times_us(traces, graph: OpGraph) -> tuple:
     for metadata in traces:
         times, counts = collections.Counter(), collections.Counter()
         for dev_stats in metadata.step_stats.dev_stats:
-            for node in dev_stats.node_stats:
+            for node, share_us in zip(dev_stats.node_stats, busy_shares_us(dev_stats.node_stats)):
                 name = owner(node.node_name)
-                times[name] += (node.op_end_rel_nanos - node.op_start_rel_nanos) / 1000.0
+                times[name] += share_us
                 counts[node.node_name] += 1
                 executions[name] = max(executions[name], counts[node.node_name])
         runs.append(times)
     names = set().union(*runs) if runs else set()
     return ({name: float(np.median([run.get(name, 0.0) for run in runs])) for name in names},
             dict(executions))
+
+
+def busy_shares_us(node_stats) -> np.ndarray:
+    """Each node's share of its device's busy time, in microseconds: where k nodes ran at once,
+    each is charged 1/k of that time.
+
+    The simulator runs one op at a time per device, so a device's costs must add up to its busy
+    time. A worker of a local cluster runs several op threads on one core: ops that overlap
+    there share the core, and their wall times would count it k times. Nodes that wait
+    rather than compute (receives) are charged their wall time and share nothing.
+    """
+    starts = np.array([n.all_start_nanos + n.op_start_rel_nanos for n in node_stats], float)
+    ends = np.array([n.all_start_nanos + n.op_end_rel_nanos for n in node_stats], float)
+    waits = np.array([_waits(n) for n in node_stats], bool)
+    shares = (ends - starts) / 1000.0
+    busy = ~waits & (ends > starts)
+    if busy.sum() < 2:
+        return shares
+    points = np.unique(np.concatenate([starts[busy], ends[busy]]))
+    running = (np.searchsorted(np.sort(starts[busy]), points[:-1], side="right")
+               - np.searchsorted(np.sort(ends[busy]), points[:-1], side="right"))
+    share_of_segment = np.diff(points) / np.maximum(running, 1)
+    charged = np.concatenate([[0.0], np.cumsum(share_of_segment)])   # charged up to each point
+    shares[busy] = (charged[np.searchsorted(points, ends[busy])]
+                    - charged[np.searchsorted(points, starts[busy])]) / 1000.0
+    return shares
+
+
+def _waits(node) -> bool:
+    """A receive: its time is spent waiting for a tensor, not on the core."""
+    op_type = node.timeline_label.partition(" = ")[2].partition("(")[0]
+    return node.node_name == "RecvTensor" or op_type in _WAITING_OPS
 
 
 def _function_owner(graph: OpGraph):

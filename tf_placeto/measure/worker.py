@@ -2,8 +2,11 @@
 `python -m tf_placeto.measure.worker --cluster JSON --task N ...`.
 
 Linux only. The process pins itself to one core and runs a `tf.distribute.Server` with one
-intra-op and one inter-op thread, so N workers on N cores are N devices that truly run in
-parallel. It writes `ready TARGET` on stdout once it serves; TensorFlow's log goes to stderr,
+intra-op thread, so N workers on N cores are N devices that truly run in parallel. Its inter-op
+pool has several threads (OP_THREADS), all on that core: TensorFlow serves its peers' RunGraph
+and RecvTensor calls on that same pool, and with one thread a request waited behind every op
+already queued. A peer that needed one tensor then sat idle until the worker had run its whole
+share of the step, in about half of the sessions. It writes `ready TARGET` on stdout once it serves; TensorFlow's log goes to stderr,
 which the parent sends to a file. It dies with its parent: prctl(PR_SET_PDEATHSIG) kills it
 even when the parent is SIGKILLed, and a poll of the parent's pid backs that up.
 
@@ -32,6 +35,9 @@ import numpy as np
 READY_LINE = "ready"
 EXIT_PORT_TAKEN = 75          # the parent picks new ports and starts again
 PARENT_POLL_S = 1.0
+# Inter-op threads of a worker: more than the independent ops a share of a step usually has
+# ready at once, so that one is always free to answer a peer (see the module docstring).
+OP_THREADS = 8
 _PR_SET_PDEATHSIG = 1
 _SHT_RELA = 4
 _TCP_LISTEN = "0A"
@@ -167,7 +173,7 @@ def serve(cluster: dict, task: int, parent_pid: int) -> None:
     port = int(cluster["worker"][task].rsplit(":", 1)[1])
     _LoopbackBind().install()
     threads = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
-                                       inter_op_parallelism_threads=1)
+                                       inter_op_parallelism_threads=OP_THREADS)
     try:
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker",
                                       task_index=task, config=threads, start=True)
