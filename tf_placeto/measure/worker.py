@@ -6,9 +6,11 @@ intra-op thread, so N workers on N cores are N devices that truly run in paralle
 pool has several threads (OP_THREADS), all on that core: TensorFlow serves its peers' RunGraph
 and RecvTensor calls on that same pool, and with one thread a request waited behind every op
 already queued. A peer that needed one tensor then sat idle until the worker had run its whole
-share of the step, in about half of the sessions. It writes `ready TARGET` on stdout once it serves; TensorFlow's log goes to stderr,
-which the parent sends to a file. It dies with its parent: prctl(PR_SET_PDEATHSIG) kills it
-even when the parent is SIGKILLed, and a poll of the parent's pid backs that up.
+share of the step, in about half of the sessions.
+
+It writes `ready TARGET` on stdout once it serves; TensorFlow's log goes to stderr, which the
+parent sends to a file. It dies with its parent: prctl(PR_SET_PDEATHSIG) kills it even when
+the parent is SIGKILLed, and a poll of the parent's pid backs that up.
 
 TensorFlow binds its gRPC server to every interface (the address "0.0.0.0:PORT" is hard-coded
 whatever host the cluster spec names), and anyone who can reach that port can run any op. So
