@@ -2,8 +2,10 @@
 
 Places a bundled training step on two TensorFlow worker processes of this machine
 (`--cluster local:2`; pass a ClusterSpec JSON or TF_CONFIG for an existing cluster, or use
-`--devices N` on a machine with N GPUs), writes the placed SavedModel, and times the step as
-written and as placed with `tf-placeto measure`, for real.
+`--devices N` on a machine with N GPUs). `tf-placeto place` times the step as written and as
+placed for real, in turns, and writes the placed SavedModel only if it is faster beyond the
+noise; the written placement is then timed again against the source with `tf-placeto
+measure`, in turns, as a user would check it.
 
     python -m examples.measure_on_cluster [--example NAME] [--cluster SPEC] [--method NAME]
 """
@@ -11,6 +13,7 @@ written and as placed with `tf-placeto measure`, for real.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -18,13 +21,14 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tf_placeto(*args: str) -> None:
-    """Run one tf-placeto command, showing it and what it prints."""
+def tf_placeto(*args: str) -> str:
+    """Run one tf-placeto command, showing it and its progress; what it printed."""
     print("$ tf-placeto " + " ".join(args), flush=True)
-    code = subprocess.call([sys.executable, "-m", "tf_placeto.cli", *args],
-                           env={**os.environ, "PYTHONPATH": REPO})
-    if code:
-        sys.exit(code)
+    result = subprocess.run([sys.executable, "-m", "tf_placeto.cli", *args], text=True,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": REPO})
+    if result.returncode:
+        sys.exit(result.returncode)
+    return result.stdout
 
 
 def main(argv=None) -> int:
@@ -36,11 +40,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     source = f"examples:{args.example}"
-    tf_placeto("place", source, "--cluster", args.cluster, "--method", args.method,
-               "--out", args.out, "--overwrite", "--simulate")
-    for when, what in (("before", source), ("after", args.out)):
-        print(f"\n{when}: the step of {what}, as written there, timed for real", flush=True)
-        tf_placeto("measure", what, "--cluster", args.cluster, "--repeats", "5")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    placed = json.loads(tf_placeto("place", source, "--cluster", args.cluster, "--method",
+                                   args.method, "--out", args.out, "--overwrite", "--json"))
+    for row in placed["measured_candidates"]:      # as written, then the placement
+        print(f"{row['label']}: {row['status']}, median step "
+              + (f"{row['median_s'] * 1e3:.2f} ms" if row["median_s"] else "-"), flush=True)
+    print(placed["verdict"], flush=True)
+    if not placed["written"]:
+        print(f"nothing was written to {args.out}", flush=True)
+        return 0
+    print(f"\nthe step of {source} as written and as placed in {args.out}, timed again in "
+          "turns", flush=True)
+    print(tf_placeto("measure", source, "--placement", placed["placement"], "--cluster",
+                     args.cluster), flush=True)
     return 0
 
 

@@ -32,10 +32,14 @@ def test_place_saved_model_serves_from_plain_tensorflow(tmp_path):
 def test_measure_on_cluster_times_the_step_before_and_after(tmp_path):
     out = run_script("examples.measure_on_cluster", "--example", "mlp",
                      "--out", str(tmp_path / "measured"))
-    timed = [line.split() for line in out.splitlines() if line.startswith("as written")]
-    assert [row[:2] for row in timed] == [["as", "written"]] * 2
-    assert all(row[2] == "ok" and float(row[3]) > 0 for row in timed)
-    assert out.index("before:") < out.index("after:")
+    assert "as written: ok, median step" in out and "m_etf: ok, median step" in out
+    if "nothing was written" in out:
+        assert out.rstrip().endswith("nothing was written to " + str(tmp_path / "measured"))
+        assert not (tmp_path / "measured").exists()
+    else:                                    # the written placement, timed again in turns
+        timed = out[out.index("timed again in turns"):].splitlines()
+        assert any(line.split()[:3] == ["as", "written", "ok"] for line in timed)
+        assert (tmp_path / "measured" / "saved_model.pb").is_file()
 
 
 def test_demo_writes_model_plot_chart_and_table(tmp_path):

@@ -100,3 +100,21 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
     else:
         assert outcome.verdict.endswith("but not when measured again in new sessions "
                                         "(1.020x (1.000 .. 1.040)): the graph stays as written")
+
+
+@pytest.mark.parametrize("method", ["single", "round_robin"])
+def test_simulated_only_keeps_the_placement_asked_for_unless_it_changes_nothing(method,
+                                                                               tmp_path):
+    """Without a real measurement, the method's placement is kept (the user asked for it)
+    and the verdict says how its predicted step compares; one that runs every op where the
+    graph as written does is not a placement to write."""
+    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), method,
+                           cache=str(tmp_path), measure=False)
+    before, after = outcome.predicted
+    assert outcome.measured is None and outcome.verdict.startswith("simulated only")
+    if method == "single":
+        assert outcome.placement is None and "every placement found" in outcome.verdict
+        assert after.step_time_s == before.step_time_s
+    else:
+        assert pipeline._changes_something(outcome.workload, outcome.problem, outcome.placement)
+        assert f"predicted {after.step_time_s / before.step_time_s:.3f}x" in outcome.verdict

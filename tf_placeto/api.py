@@ -253,7 +253,7 @@ class PlaceResult:
                 summary["measured_again"] = [_measured_json(r) for r in outcome.confirmed]
             summary["winner"] = (None if outcome.winner is None
                                  else outcome.measured[1 + outcome.winner].label)
-            summary["verdict"] = outcome.verdict
+        summary["verdict"] = outcome.verdict
         return summary
 
 
@@ -284,8 +284,9 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     measure: "real" times the step as written and the best few candidates for real, in turns,
     and writes a placement only if it is faster than the graph as written beyond the noise
     (otherwise nothing is written, and `placement` is None); "simulate" only predicts, and
-    writes the best simulated placement. out: write the placed copy of SOURCE there; its
-    placement goes beside it as OUT.placement.json unless `placement_out` names another file. policy, budget: for method
+    writes the best simulated placement that puts some op elsewhere than the graph as
+    written. out: write the placed copy of SOURCE there; its placement goes beside it as
+    OUT.placement.json unless `placement_out` names another file. policy, budget: for method
     "placeto", the trained policy (default: the shipped one) and the iterations of fine-tuning.
     placer_options: the other placers' options, by the names tf_placeto.methods gives them.
     Progress goes to the "tf_placeto" logger.

@@ -520,8 +520,6 @@ def _place(args) -> int:
           f"{len(summary['devices'])} devices in {summary['decide_s']:.2f} s")
     if "measured_candidates" in summary:
         _print_candidates(summary["measured_candidates"], summary["winner"])
-    else:
-        print("nothing was measured (--simulate): the placement is the best predicted one")
     for kind in ("predicted", "measured"):
         if f"{kind}_after_s" in summary:
             print(f"{kind} step: {summary[f'{kind}_before_s'] * 1e3:.1f} ms as written -> "
@@ -529,8 +527,7 @@ def _place(args) -> int:
                   + ("placed" if summary["written"] else "(kept as written)")
                   + (" (medians)" if kind == "measured" else "")
                   + ("" if summary[f"{kind}_status"] == "ok" else f" ({summary[f'{kind}_status']})"))
-    if "verdict" in summary:
-        print(summary["verdict"])
+    print(summary["verdict"])
     for key, what in (("out", "placed model"), ("placement", "placement")):
         if summary.get(key):
             print(f"wrote the {what}: {summary[key]}")

@@ -157,7 +157,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     (by their names in tf_placeto.methods.options()). measure: "real" runs the step as
     written and the best placements on the devices (on a copy of the variables) and keeps a
     placement only if it is faster beyond the noise, "simulate" predicts both from the
-    profile, "auto" measures for real when all devices are in this process.
+    profile and keeps the best predicted placement, "auto" measures for real when all
+    devices are in this process.
     """
     if measure not in MEASURE_MODES:
         raise InputError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")

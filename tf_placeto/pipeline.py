@@ -47,8 +47,8 @@ class Outcome:
     """What the pipeline found for one source on one runtime.
 
     `placement` is what a surface should write: the candidate measured faster than the graph
-    as written beyond the noise, or, without a real measurement, the best simulated one. It is
-    None when the candidates were measured and none was faster: the graph stays as written.
+    as written beyond the noise, or, without a real measurement, the best simulated one that
+    changes something. It is None otherwise: the graph stays as written.
     """
 
     workload: Workload
@@ -63,7 +63,7 @@ class Outcome:
     again: Optional[int] = None
     confirmed: Optional[list] = None
     winner: Optional[int] = None        # index into candidates of the placement chosen
-    verdict: str = ""                   # one line: what won, or why nothing did (measured)
+    verdict: str = ""                   # one line: what won, or why nothing did
 
     @property
     def devices(self) -> DeviceSet:
@@ -109,8 +109,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     decided = workload.decide(method, problem, seed=seed, options=options)
     placed = [(decision, Placement(problem.placement(decision.group_devices)))
               for decision in _distinct(decided.candidates or [decided])]
-    if measure:
-        placed = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
+    placed = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
     candidates = [decision for decision, _ in placed[:MEASURED_CANDIDATES]]
     placements = [placement for _, placement in placed[:MEASURED_CANDIDATES]]
     outcome = Outcome(workload, problem, decided, placements[0] if placements else None,
@@ -139,6 +138,8 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:
         outcome.predicted = measurer.evaluate([None, outcome.placement], list(LABELS))
+    if not measure:
+        outcome.verdict = _predicted_verdict(outcome)
     return outcome
 
 
@@ -214,6 +215,24 @@ def _verdict(outcome: Outcome) -> str:
     best = min(ratios, key=lambda r: r.ratio_to_first["median"])
     return (f"no placement was faster than the graph as written beyond the noise (best: "
             f"{best.label}, {_ratio(best)}): the graph stays as written")
+
+
+def _predicted_verdict(outcome: Outcome) -> str:
+    """One line for a run that only simulated: the best predicted placement that changes
+    something is kept, whatever the simulator says of the graph as written (the user asked
+    for that method's placement), and the line says how the two compare."""
+    if outcome.placement is None:
+        return ("simulated only, nothing measured: every placement found runs each op where "
+                "the graph as written does, so the graph stays as written")
+    before, after = outcome.predicted
+    if after.status != OK:
+        return (f"simulated only, nothing measured: the best placement found does not fit "
+                f"({after.reason}); it is kept as asked")
+    ratio = after.step_time_s / before.step_time_s
+    return (f"simulated only, nothing measured: the best placement found is kept, predicted "
+            f"{ratio:.3f}x the step as written"
+            + ("" if ratio < 1 else " (no faster: `place` without --simulate would keep the "
+                                   "graph as written)"))
 
 
 def _ratio(result) -> str:
