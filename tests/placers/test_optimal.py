@@ -107,12 +107,24 @@ def test_a_time_limit_gives_the_best_found_and_its_gap(objective):
     result = methods.place("optimal", problem, objective=objective, time_limit=2.0)
     info = result.info
     assert result.decide_s < 2.0 + 2.0
-    assert info["solver"] == "milp"
+    assert info["solver"] == "milp" and info["interface"] == "highspy"
     assert 0 <= info["gap"] < 1 and info["proven_optimal"] == (info["gap"] <= 1e-5)
     assert info["bound_us"] <= info["objective_us"]
     assert info["objective_us"] <= min(scorer(problem, objective)(
         methods.place(name, problem).group_devices) for name in ("single", "m_topo", "m_etf"))
     assert json.loads(json.dumps(info, allow_nan=False)) == info
+
+
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+def test_highspy_and_scipy_prove_the_same_optimum(small_cnn_groups, objective):
+    problem = variant(build_problem(small_cnn_groups, 3).coarsened(8)[0], "unlike")
+    found = {interface: optimal.place(problem, objective=objective, solver="milp",
+                                      interface=interface)[1]
+             for interface in ("highspy", "scipy")}
+    assert {info["interface"] for info in found.values()} == {"highspy", "scipy"}
+    assert all(info["proven_optimal"] for info in found.values())
+    assert found["highspy"]["objective_us"] == pytest.approx(found["scipy"]["objective_us"],
+                                                             rel=1e-6)
 
 
 def test_when_nothing_fits_it_says_so(small_cnn_groups):
@@ -130,6 +142,8 @@ def test_options_are_checked(small_cnn_groups):
         methods.place("optimal", problem, objective="energy")
     with pytest.raises(PlacetoError, match="dynamic program"):
         methods.place("optimal", problem, objective="latency", solver="dp")
+    with pytest.raises(PlacetoError, match="interface 'gurobi'"):
+        methods.place("optimal", problem, interface="gurobi")
 
 
 def test_the_exact_placer_does_not_cut_where_remote_inputs_are_slow(small_cnn_groups,

@@ -24,6 +24,7 @@ class SimulationResult:
     # device (transfers: "src->dst"), start_us, end_us, bytes; ordered by start.
     schedule: Optional[pd.DataFrame] = None
     op_start_us: Optional[np.ndarray] = None    # (n_ops,): when each op started
+    op_end_us: Optional[np.ndarray] = None      # (n_ops,): when each op ended
 
 
 def simulate(problem: SimulationProblem, placement: np.ndarray,
@@ -54,7 +55,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
                               feasible=bool(np.all(excess == 0)),
-                              memory_excess_bytes=float(excess.sum()), op_start_us=op_start)
+                              memory_excess_bytes=float(excess.sum()), op_start_us=op_start,
+                              op_end_us=op_end)
     if schedule:
         result.schedule = schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
                                          transfer_dst, transfer_start, transfer_end,

@@ -8,8 +8,10 @@ Two exact methods, after Tarnawski et al. (NeurIPS 2020):
   links are alike (a stage's transfers then cost the same whoever is at the other end) and
   the ideals are few: their number grows with the graph's width, not its size;
 - a mixed integer program otherwise, and always for latency, whose best decision need not be a
-  pipeline: HiGHS through scipy.optimize.milp. Under a time limit it returns the best decision
-  found and the lower bound it proved.
+  pipeline: HiGHS through its own interface, highspy (scipy.optimize.milp where highspy is
+  absent). The best fast decision is its start, and its incumbent and bound show on the
+  progress bar. Under a time limit it returns the best decision found and the lower bound it
+  proved.
 
 Both obey the kernel rules and keep each device's modelled memory (problem.memory_bytes, the
 linear model) within its capacity; where nothing fits, the answer is the start that goes least
@@ -21,8 +23,9 @@ solves, model.py what both see alike.
 info (JSON-ready): objective, objective_us (the decision's score; None for inf: a throughput
 decision that is no pipeline), bound_us (proven lower bound on the optimum; None where no
 decision fits the memory model), gap ((objective_us - bound_us) / objective_us, None without a
-bound), solver ("dp" or "milp"), proven_optimal (gap <= PROVEN_GAP), time_limit_s, incumbent
-(what found the decision: the solver or one of the fast placers).
+bound), solver ("dp" or "milp"), interface (the milp's: "highspy" or "scipy"),
+proven_optimal (gap <= PROVEN_GAP), time_limit_s, incumbent (what found the decision: the
+solver or one of the fast placers).
 """
 
 import time
@@ -35,6 +38,7 @@ from tf_placeto.log import ticking
 from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.objectives import OBJECTIVES
 from tf_placeto.placers.optimal import dp, milp
+from tf_placeto.placers.optimal.program import SOLVERS as INTERFACES
 from tf_placeto.placers.optimal.model import fits_memory, memory_excess_bytes
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
@@ -45,16 +49,21 @@ PROVEN_GAP = 1e-5         # a gap that counts as proven optimal: HiGHS's own, an
 
 
 def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency",
-          time_limit: Optional[float] = TIME_LIMIT_S, solver: str = "auto") -> tuple:
+          time_limit: Optional[float] = TIME_LIMIT_S, solver: str = "auto",
+          interface: str = "auto") -> tuple:
     """seed: unused (deterministic). objective: "latency" or "throughput". time_limit: seconds
     for the whole decision, None for no limit. solver: "auto" (the dynamic program where it
-    applies), "dp" or "milp"."""
+    applies), "dp" or "milp". interface: HiGHS through "highspy" or "scipy"; "auto": highspy
+    where it is installed."""
     began = time.monotonic()
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; objectives: "
                          f"{', '.join(OBJECTIVES)}")
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; solvers: {', '.join(SOLVERS)}")
+    if interface not in ("auto", *INTERFACES):
+        raise InputError(f"unknown solver interface {interface!r}; interfaces: auto, "
+                         f"{', '.join(INTERFACES)}")
     score = OBJECTIVES[objective]
     members = dp.pipeline_ideals(problem) \
         if objective == "throughput" and solver != "milp" else None
@@ -63,16 +72,21 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
                          f"links, with at most {dp.DP_MAX_IDEALS} ideals; use the milp "
                          "solver")
     if members is not None:
-        solved, found = "dp", dp.best_pipeline(problem, members)
+        solved, interface, found = "dp", None, dp.best_pipeline(problem, members)
         candidates = [("dp", found)] if found is not None else fast_decisions(problem)
         bound = score(problem, found) if found is not None else None
     else:
         solved, candidates = "milp", fast_decisions(problem)
         left = None if time_limit is None else max(
             time_limit - (time.monotonic() - began), 0)
-        with ticking(left, "exact placer: integer program"):
-            found, bound = milp.solve(problem, objective, candidates, left)
-        candidates = ([("milp", found)] if found is not None else []) + candidates
+        with ticking(left, "exact placer: integer program") as bar:
+            found, bound, interface = milp.solve(
+                problem, objective, candidates, left,
+                solver=None if interface == "auto" else interface,
+                progress=lambda incumbent, bound: bar.set_postfix_str(
+                    _search_state(incumbent, bound), refresh=False))
+        # after the starts: a tie goes to the fast placer whose decision the search began at
+        candidates = candidates + ([("milp", found)] if found is not None else [])
     name, decision, value = min(
         ((name, d, score(problem, d)) for name, d in candidates),
         key=lambda c: (memory_excess_bytes(problem, c[1]), c[2]))
@@ -83,9 +97,17 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
     return decision, {"objective": objective,
                       "objective_us": float(value) if np.isfinite(value) else None,
                       "bound_us": None if bound is None else float(bound), "gap": gap,
-                      "solver": solved,
+                      "solver": solved, "interface": interface,
                       "proven_optimal": gap is not None and gap <= PROVEN_GAP,
                       "time_limit_s": time_limit, "incumbent": name}
+
+
+def _search_state(incumbent_us: float, bound_us: float) -> str:
+    """The integer program's search in a few words, for its progress bar."""
+    if not np.isfinite(incumbent_us):
+        return f"bound {bound_us / 1e3:.2f} ms"
+    gap = max(incumbent_us - bound_us, 0.0) / incumbent_us if incumbent_us > 0 else 0.0
+    return f"best {incumbent_us / 1e3:.2f} ms, bound {bound_us / 1e3:.2f} ms, gap {gap:.1%}"
 
 
 PLACER = PlacerSpec(

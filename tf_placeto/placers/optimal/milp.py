@@ -1,10 +1,10 @@
 """The mixed integer program, for latency, and for throughput where the dynamic program does
-not apply: HiGHS through scipy.optimize.milp, which under a time limit returns the best decision
-found and the lower bound it proved."""
+not apply: HiGHS (program.py), started from the best fast decision, which under a time limit
+returns the best decision found and the lower bound it proved."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -16,28 +16,43 @@ from tf_placeto.placers.problem import PlacementProblem
 
 
 def solve(problem: PlacementProblem, objective: str, starts: list,
-                   time_limit: Optional[float]) -> tuple:
+          time_limit: Optional[float], progress: Optional[Callable] = None,
+          solver: Optional[str] = None) -> tuple:
     """(the program's decision, None if it found none; the proven lower bound on the optimum,
-    None when no decision fits the memory model).
+    None when no decision fits the memory model; the solver interface that ran).
 
     Times are scaled by a ceiling on the optimum, the best start's score where one fits, so
-    that the ceiling is 1 and doubles as the big-M of the device order rows."""
+    that the ceiling is 1 and doubles as the big-M of the device order rows. That start is
+    the search's first incumbent. progress(incumbent_us, bound_us) follows the search."""
     score = OBJECTIVES[objective]
-    ceiling = min((score(problem, d) for _, d in starts if fits_memory(problem, d)),
-                  default=np.inf)
+    fits = [d for _, d in starts if fits_memory(problem, d)]
+    best = min(fits, key=lambda d: score(problem, d), default=None)
+    ceiling = score(problem, best) if best is not None else np.inf
     if not np.isfinite(ceiling):
-        ceiling = _worst_us(problem)
+        ceiling, best = _worst_us(problem), None
     program = Program()
     x = _assignment(program, problem)
     build = _latency_rows if objective == "latency" else _throughput_rows
     goal = build(program, problem, x, ceiling)
-    result = program.minimise(goal, time_limit)
-    if result.status == 2:
-        return None, None
+    scaled = None if progress is None else (
+        lambda incumbent, bound: progress(incumbent * ceiling, max(bound, 0.0) * ceiling))
+    solved = program.minimise(goal, time_limit, solver=solver, progress=scaled,
+                              start=None if best is None else _start(problem, x, best))
+    if solved.infeasible:
+        return None, None, solved.solver
     bound = _lower_bound_us(problem, objective)
-    if result.mip_dual_bound is not None:     # scipy gives it only with a decision
-        bound = max(bound, ceiling * result.mip_dual_bound)
-    return (None if result.x is None else np.argmax(result.x[x], axis=1)), bound
+    if solved.bound is not None:
+        bound = max(bound, ceiling * solved.bound)
+    decision = None if solved.values is None else np.argmax(solved.values[x], axis=1)
+    return decision, bound, solved.solver
+
+
+def _start(problem: PlacementProblem, x: np.ndarray, decision: np.ndarray) -> tuple:
+    """(columns, values) of the assignment x for `decision`, its interchangeable devices
+    renamed by first use as _assignment asks; HiGHS completes the other columns."""
+    values = np.zeros(x.shape)
+    values[np.arange(problem.n_groups), problem.canonical(decision)] = 1.0
+    return x.ravel(), values.ravel()
 
 
 def _lower_bound_us(problem: PlacementProblem, objective: str) -> float:

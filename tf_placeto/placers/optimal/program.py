@@ -1,14 +1,44 @@
-"""A mixed integer program built in blocks of variables and rows, solved by scipy's HiGHS."""
+"""A mixed integer program built in blocks of variables and rows, solved by HiGHS.
+
+HiGHS through its own interface (highspy) when it is installed: it takes a start solution
+(the best fast decision, so the search starts from it and never ends worse), reports its
+incumbent and bound while it searches, and gives the dual bound even when the time limit
+stops it before it finds a decision. scipy.optimize.milp, the same solver without those, is
+the fallback.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+import os
+import sys
+import time
+from typing import Callable, Optional
 
 import numpy as np
 import scipy.optimize
 import scipy.sparse
 
+try:
+    import highspy
+except ImportError:           # scipy's copy of HiGHS stands in
+    highspy = None
+
 MIP_REL_GAP = 1e-6        # relative gap at which HiGHS stops
+PROGRESS_EVERY_S = 0.25   # the least time between two progress reports of one search
+SOLVERS = ("highspy", "scipy")
+
+
+@dataclasses.dataclass
+class Solved:
+    """What a search found: every column's value in the best solution (None if it found
+    none), the proven lower bound on the goal (None if the solver gave none), whether the
+    program has no solution at all, and which interface solved it."""
+
+    values: Optional[np.ndarray]
+    bound: Optional[float]
+    infeasible: bool
+    solver: str
 
 
 class Program:
@@ -44,20 +74,113 @@ class Program:
         self._rows.append((lower.ravel(), np.broadcast_to(upper, lower.shape).ravel()))
         self.n_rows += lower.size
 
-    def minimise(self, goal: np.ndarray, time_limit: Optional[float]):
-        """scipy.optimize.milp's result for the least value of the variable `goal`."""
+    def minimise(self, goal: np.ndarray, time_limit: Optional[float], *,
+                 start: Optional[tuple] = None,
+                 progress: Optional[Callable[[float, float], None]] = None,
+                 solver: Optional[str] = None) -> Solved:
+        """The least value of the variable `goal`. start: (columns, values) of a solution,
+        the integer columns at least (HiGHS completes the rest). progress(incumbent, bound)
+        is called now and then during the search (infinite while unknown). solver: "highspy"
+        or "scipy"; None: highspy where it is installed. The start and progress need highspy;
+        scipy ignores them."""
+        solver = solver or ("highspy" if highspy is not None else "scipy")
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver interface {solver!r}; {', '.join(SOLVERS)}")
+        if solver == "highspy" and highspy is None:
+            raise ValueError("the highspy solver interface is not installed")
         row, column, coefficient = (np.concatenate(a) for a in zip(*self._entries))
         kept = coefficient != 0
-        matrix = scipy.sparse.csr_array((coefficient[kept], (row[kept], column[kept])),
+        matrix = scipy.sparse.csc_array((coefficient[kept], (row[kept], column[kept])),
                                         shape=(self.n_rows, self.n_columns))
         lower, upper, integral = (np.concatenate(a) for a in zip(*self._columns))
         row_lower, row_upper = (np.concatenate(a) for a in zip(*self._rows))
         cost = np.zeros(self.n_columns)
         cost[goal] = 1.0
-        options = {"mip_rel_gap": MIP_REL_GAP}
-        if time_limit is not None:
-            options["time_limit"] = time_limit
-        return scipy.optimize.milp(
-            cost, integrality=integral, bounds=scipy.optimize.Bounds(lower, upper),
-            constraints=scipy.optimize.LinearConstraint(matrix, row_lower, row_upper),
-            options=options)
+        if solver == "scipy":
+            return _scipy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
+                                   time_limit)
+        return _highspy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
+                                 time_limit, start, progress)
+
+
+def _scipy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
+                    time_limit) -> Solved:
+    options = {"mip_rel_gap": MIP_REL_GAP}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    result = scipy.optimize.milp(
+        cost, integrality=integral, bounds=scipy.optimize.Bounds(lower, upper),
+        constraints=scipy.optimize.LinearConstraint(matrix, row_lower, row_upper),
+        options=options)
+    bound = getattr(result, "mip_dual_bound", None)   # scipy gives it only with a decision
+    return Solved(values=result.x, bound=None if bound is None else float(bound),
+                  infeasible=result.status == 2, solver="scipy")
+
+
+def _highspy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
+                      time_limit, start, progress) -> Solved:
+    highs = _new_highs()
+    for name, value in (("output_flag", False), ("mip_rel_gap", MIP_REL_GAP),
+                        ("time_limit", np.inf if time_limit is None else float(time_limit))):
+        highs.setOptionValue(name, value)
+    model = highspy.HighsLp()
+    model.num_col_, model.num_row_ = len(cost), len(row_lower)
+    model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, upper
+    model.row_lower_, model.row_upper_ = row_lower, row_upper
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.start_ = matrix.indptr
+    model.a_matrix_.index_ = matrix.indices
+    model.a_matrix_.value_ = matrix.data
+    kinds = highspy.HighsVarType
+    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integral]
+    highs.passModel(model)
+    if start is not None:
+        columns, values = start
+        highs.setSolution(len(columns), np.asarray(columns, np.int32),
+                          np.asarray(values, np.float64))
+    if progress is not None:
+        _report_progress(highs, progress)
+    highs.run()
+    status = highs.getModelStatus()
+    info = highs.getInfo()
+    found = info.primal_solution_status == 2          # kSolutionStatusFeasible
+    bound = float(info.mip_dual_bound)
+    return Solved(values=np.array(highs.getSolution().col_value) if found else None,
+                  bound=bound if np.isfinite(bound) else None,
+                  infeasible=status == highspy.HighsModelStatus.kInfeasible, solver="highspy")
+
+
+def _report_progress(highs, progress: Callable[[float, float], None]) -> None:
+    """Call progress(incumbent, bound) on each better decision, and at most every
+    PROGRESS_EVERY_S from the solver's frequent interrupt checks."""
+    last = [-np.inf]
+
+    def report(event, every=0.0):
+        now = time.monotonic()
+        if now - last[0] >= every:
+            last[0] = now
+            progress(event.data_out.mip_primal_bound, event.data_out.mip_dual_bound)
+
+    highs.cbMipImprovingSolution.subscribe(report)
+    highs.cbMipInterrupt.subscribe(lambda event: report(event, PROGRESS_EVERY_S))
+
+
+_banner_written = False
+
+
+def _new_highs():
+    """A HiGHS instance. The first one of a process writes HiGHS' banner to descriptor 1
+    whatever its options say, which would break a command's JSON output: it goes to stderr."""
+    global _banner_written
+    if _banner_written:
+        return highspy.Highs()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _banner_written = True
+    return highs

@@ -1,0 +1,79 @@
+"""The simulator's stream mode: K steps in flight."""
+
+import numpy as np
+import pytest
+
+from tests.measure.simulator_cases import chain, make_problem, random_dag
+from tf_placeto.measure.simulator import simulate
+from tf_placeto.measure.simulator.stream import simulate_stream, state_groups, unroll
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_step_in_flight_is_the_one_step_simulation_over_and_over(seed):
+    rng = np.random.default_rng(seed)
+    problem = random_dag(rng)
+    problem.device_task = np.array([0, 1, 1])
+    problem.remote_task_us = 40.0
+    placement = rng.integers(0, 3, problem.n_ops)
+    step = simulate(problem, placement).step_time_us
+    stream = simulate_stream(problem, placement, in_flight=1, steps=6)
+    assert stream.latency_us == pytest.approx(np.full(6, step))
+    assert stream.step_end_us == pytest.approx(step * np.arange(1, 7))
+    assert stream.steps_per_s == pytest.approx(1e6 / step)
+
+
+def test_a_two_stage_chain_split_over_two_devices_doubles_throughput():
+    """Two stages of 100 us: on one device a step every 200 us however many are in flight;
+    split, the second stage of one step runs beside the first stage of the next. A split step
+    takes 203 us (a 3 us transfer), so two in flight give one every 101.5 us, and three keep
+    both devices busy."""
+    problem = chain([100.0, 100.0], nbytes=1000, n_devices=2, latency=2.0, bandwidth=1000.0)
+    for in_flight in (1, 2, 3):
+        single = simulate_stream(problem, [0, 0], in_flight=in_flight)
+        assert single.steps_per_s == pytest.approx(1e6 / 200.0)
+    assert simulate_stream(problem, [0, 1], in_flight=2).steps_per_s == pytest.approx(
+        1e6 / 101.5)
+    split = simulate_stream(problem, [0, 1], in_flight=3)
+    assert split.steps_per_s == pytest.approx(1e6 / 100.0)
+    assert split.latency_us.min() == pytest.approx(203.0)
+    one_at_a_time = simulate_stream(problem, [0, 1], in_flight=1)
+    assert one_at_a_time.steps_per_s == pytest.approx(1e6 / 203.0)   # + the transfer
+
+
+def test_a_variable_update_does_not_overlap_the_next_steps_read():
+    """op0 holds a variable; op1 reads it, op2 computes, op3 updates it (through the handle).
+    The next step's read waits for this step's update, even with the compute elsewhere and
+    many steps in flight; an op without state (op4, from its own input) overlaps freely."""
+    problem = make_problem([0.0, 10.0, 100.0, 10.0, 50.0],
+                           tensors=[(0, 8), (1, 8), (2, 8)],
+                           edges=[(0, 1), (1, 2), (2, 3), (0, 3)],
+                           persistent=np.array([8, 0, 0, 0, 0]), n_devices=2)
+    assert [list(group) for group in state_groups(problem)] == [[0, 1, 3]]
+    stream = unrolled_times(problem, [0, 0, 1, 0, 1], in_flight=4, steps=4)
+    read, update = stream["start"][:, 1], stream["end"][:, 3]
+    assert np.all(read[1:] >= update[:-1])
+    free = stream["start"][:, 4]
+    assert free[1] < update[0]        # the stateless op of step 1 ran before step 0 ended
+
+
+def test_an_explicit_dependency_orders_steps():
+    problem = make_problem([10.0, 30.0], n_devices=2)      # two independent ops
+    free = unrolled_times(problem, [0, 1], in_flight=3, steps=3)
+    ordered = unrolled_times(problem, [0, 1], in_flight=3, steps=3, dependencies=[(1, 0)])
+    assert list(free["start"][:, 0]) == [0.0, 10.0, 20.0]
+    assert list(ordered["start"][:, 0]) == [0.0, 30.0, 60.0]   # after op1 of the step before
+
+
+def test_in_flight_must_be_positive():
+    with pytest.raises(ValueError, match="in_flight"):
+        simulate_stream(chain([1.0, 1.0]), [0, 0], in_flight=0)
+
+
+def unrolled_times(problem, placement, in_flight, steps, dependencies=()):
+    """Each op's start and end in each step of the stream: (steps, n_ops) arrays."""
+    stream = unroll(problem, steps, in_flight, dependencies=dependencies)
+    result = simulate(stream, np.concatenate([np.tile(placement, steps),
+                                              np.full(steps, problem.n_devices)]))
+    n = problem.n_ops
+    return {"start": result.op_start_us[:steps * n].reshape(steps, n),
+            "end": result.op_end_us[:steps * n].reshape(steps, n)}

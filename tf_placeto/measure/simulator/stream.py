@@ -1,0 +1,168 @@
+"""The simulator's stream mode: K steps in flight, for pipelined throughput.
+
+A server answering concurrent requests with a placed SavedModel, or a loop that starts a step
+whenever one of K ends, keeps K steps in flight: while one step's last ops run on one device,
+the next step's first ops can already run on another. One simulated step cannot show that.
+
+The stream is the step's graph unrolled `steps` times and replayed by the one-step engine, so
+devices and links are shared, FIFO, exactly as within a step:
+- each step ends with a step-end op on a device of its own (the session's), which waits for
+  every op of the step with no successors and takes the step's remote-task cost
+  (`remote_task_us` per task other than the session's: their RunGraph calls). A step's
+  latency runs from its start to its step-end op's end;
+- step k + K starts when step k has ended: each op of the later step with no predecessors
+  waits for step k's step-end op;
+- state orders steps: the ops that touch one variable (the op holding it and every op that
+  reads or updates it through its handle) wait for all of that variable's ops of the step
+  before, so an update never overlaps the next step's read; `dependencies` adds pairs of ops
+  (a, b) where b of a step waits for a of the step before (an explicit dependency);
+- everything else of two steps is independent.
+The variables' persistent bytes count once, not once per step. With K = 1 each step is the
+one-step simulation's step, one after the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Optional
+
+import numpy as np
+
+from tf_placeto.measure.simulator.arrays import SimulationProblem
+from tf_placeto.measure.simulator.replay import simulate
+from tf_placeto.measure.simulator.schedule import remote_tasks
+
+STEPS_PER_IN_FLIGHT = 4    # a stream long enough for a steady state: 4 K steps, at least 8
+MIN_STEPS = 8
+SESSION_DEVICE = "stream:session"
+
+
+@dataclasses.dataclass
+class StreamResult:
+    in_flight: int
+    steps_per_s: float             # in steady state: over the later half of the stream
+    latency_us: np.ndarray         # (steps,): each step's end minus its start
+    step_end_us: np.ndarray        # (steps,)
+    peak_memory_bytes: np.ndarray  # (n_devices,): with the steps in flight
+    feasible: bool                 # every peak within its device's capacity
+
+
+class Stream:
+    """The stream of `problem`'s steps, unrolled once: `simulate` then replays any placement
+    of it at about the cost of `steps` one-step simulations."""
+
+    def __init__(self, problem: SimulationProblem, in_flight: int,
+                 steps: Optional[int] = None, dependencies: Iterable[tuple] = ()):
+        """steps: how many (default: STEPS_PER_IN_FLIGHT * in_flight, at least MIN_STEPS);
+        at most `in_flight` at once."""
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
+        self.steps = steps or max(STEPS_PER_IN_FLIGHT * in_flight, MIN_STEPS)
+        if self.steps < 2:
+            raise ValueError(f"a stream needs at least 2 steps, not {self.steps}")
+        self.problem, self.in_flight = problem, in_flight
+        self.unrolled = unroll(problem, self.steps, in_flight, dependencies=dependencies)
+
+    def simulate(self, placement) -> StreamResult:
+        """The stream with op i of every step on device `placement[i]`."""
+        problem, steps, in_flight = self.problem, self.steps, self.in_flight
+        placement = np.asarray(placement, dtype=np.int64)
+        step_ends = slice(steps * problem.n_ops, None)
+        self.unrolled.compute_us[step_ends, -1] = (
+            problem.remote_task_us * len(remote_tasks(problem, placement)))
+        result = simulate(self.unrolled, np.concatenate([np.tile(placement, steps),
+                                                         np.full(steps, problem.n_devices)]))
+        step_end = result.op_end_us[step_ends]
+        start = np.zeros(steps)
+        start[in_flight:] = step_end[:steps - in_flight]
+        half = steps // 2
+        ends = np.sort(step_end)        # with several in flight, steps may end out of order
+        span = ends[-1] - ends[half - 1]
+        rate = (steps - half) / span * 1e6 if span > 0 else np.inf
+        peak = result.peak_memory_bytes[:-1]
+        return StreamResult(in_flight=in_flight, steps_per_s=float(rate),
+                            latency_us=step_end - start, step_end_us=step_end,
+                            peak_memory_bytes=peak,
+                            feasible=bool(np.all(peak <= problem.memory_capacity)))
+
+
+def simulate_stream(problem: SimulationProblem, placement, in_flight: int,
+                    steps: Optional[int] = None,
+                    dependencies: Iterable[tuple] = ()) -> StreamResult:
+    """One placement's stream (a Stream built and replayed once)."""
+    return Stream(problem, in_flight, steps, dependencies).simulate(placement)
+
+
+def state_groups(problem: SimulationProblem) -> list:
+    """The ops of each variable: the op that holds it (persistent bytes) and the consumers of
+    its outputs (reads and updates through the handle)."""
+    groups = []
+    for holder in np.flatnonzero(problem.persistent_bytes > 0):
+        tensors = np.flatnonzero(problem.tensor_producer == holder)
+        users = problem.edge_consumer[np.isin(problem.edge_tensor, tensors)]
+        groups.append(np.unique(np.concatenate([[holder], users])))
+    return groups
+
+
+def unroll(problem: SimulationProblem, steps: int, in_flight: int,
+           dependencies: Iterable[tuple] = ()) -> SimulationProblem:
+    """The stream as one graph on the problem's devices and the session's: op i of step k is
+    op k * n_ops + i, step k's step-end op is steps * n_ops + k, with the edges of the module
+    docstring. The session's device runs only step-end ops, whose time (the last column of
+    compute_us) is 0 until Stream.simulate sets a placement's remote-task cost."""
+    n, n_tensors, n_devices = problem.n_ops, len(problem.tensor_producer), problem.n_devices
+    op_offset = (np.arange(steps) * n)[:, None]
+    tensor_offset = (np.arange(steps) * n_tensors)[:, None]
+    step_end = steps * n + np.arange(steps)
+    has_successor = np.zeros(n, bool)
+    has_successor[problem.tensor_producer[problem.edge_tensor]] = True
+    has_successor[problem.control_src] = True
+    sinks, sources = np.flatnonzero(~has_successor), np.flatnonzero(problem._n_preds == 0)
+    released = np.arange(steps - in_flight) if steps > in_flight else np.zeros(0, np.int64)
+    edges = [((problem.control_src + op_offset).ravel(),
+              (problem.control_dst + op_offset).ravel()),
+             ((sinks + op_offset).ravel(), np.repeat(step_end, len(sinks))),
+             (np.repeat(step_end[released], len(sources)),
+              (sources + (released + in_flight)[:, None] * n).ravel())]
+    pairs = [np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2)]
+    for group in state_groups(problem):
+        earlier, later = np.meshgrid(group, group, indexing="ij")
+        pairs.append(np.stack([earlier.ravel(), later.ravel()], axis=1))
+    pairs = np.concatenate(pairs)
+    follows = (np.arange(steps - 1) * n)[:, None]
+    edges.append(((pairs[:, 0] + follows).ravel(), (pairs[:, 1] + follows + n).ravel()))
+    persistent = np.zeros(steps * n + steps, np.int64)
+    persistent[:n] = problem.persistent_bytes
+    n_types = problem.compute_us.shape[1]
+    compute = np.zeros((steps * n + steps, n_types + 1))
+    # an op's overhead is part of its time; the step-end op has none
+    compute[:steps * n, :n_types] = (np.tile(problem.compute_us, (steps, 1))
+                                     + problem.op_overhead_us)
+    remote_extra = np.zeros_like(compute)
+    remote_extra[:steps * n, :n_types] = np.tile(problem.remote_extra_us, (steps, 1))
+    return SimulationProblem(
+        op_names=[f"{name}@{k}" for k in range(steps) for name in problem.op_names]
+        + [f"step end@{k}" for k in range(steps)],
+        compute_us=compute, remote_extra_us=remote_extra,
+        device_type_of=np.append(problem.device_type_of, n_types),
+        device_names=[*problem.device_names, SESSION_DEVICE],
+        tensor_producer=(problem.tensor_producer + op_offset).ravel(),
+        tensor_bytes=np.tile(problem.tensor_bytes, steps),
+        edge_tensor=(problem.edge_tensor + tensor_offset).ravel(),
+        edge_consumer=(problem.edge_consumer + op_offset).ravel(),
+        control_src=np.concatenate([src for src, _ in edges]),
+        control_dst=np.concatenate([dst for _, dst in edges]),
+        persistent_bytes=persistent,
+        link_latency_us=_padded(problem.link_latency_us, 0.0),
+        link_bytes_per_us=_padded(problem.link_bytes_per_us, np.inf),
+        memory_capacity=np.append(problem.memory_capacity, np.inf),
+        link_copy_share=_padded(problem.link_copy_share, 0.0),
+        link_copy_us=_padded(problem.link_copy_us, 0.0),
+        device_task=np.append(problem.device_task, 0), remote_task_us=0.0)
+
+
+def _padded(matrix: np.ndarray, value: float) -> np.ndarray:
+    """A link matrix with the session's device added: no tensor ever crosses to it."""
+    padded = np.full((len(matrix) + 1,) * 2, value)
+    padded[:-1, :-1] = matrix
+    return padded
