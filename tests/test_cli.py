@@ -242,6 +242,23 @@ def test_measure_bad_input_gives_one_line(mlp_model, args, message, cli_here):
     assert len(error.splitlines()) == 1
 
 
+def test_measure_streams_steps_in_flight_for_real_and_simulated(mlp_model, tmp_path):
+    """--stream K: seconds per step once K steps at a time are flowing, and steps/s."""
+    args = ("measure", mlp_model, "--devices", "2", "--stream", "2", "--repeats", "3",
+            "--cache", str(tmp_path / "cache"), "--json")
+    for extra in ((), ("--simulate",)):
+        result = run_cli(*args, *extra)
+        assert result.returncode == 0, result.stderr
+        [row] = json.loads(result.stdout)
+        assert row["stream"] == 2 and row["status"] == "ok"
+        assert row["steps_per_s"] == pytest.approx(1.0 / row["step_time_s"])
+        assert row["simulated"] == bool(extra) and row["runs"] == (0 if extra else 3)
+    table = run_cli(*args[:-1], "--simulate")
+    assert "steps/s" in table.stdout
+    traced = run_cli(*args[:-1], "--trace", str(tmp_path / "t"))
+    assert traced.returncode == 2 and "a trace shows one step" in traced.stderr
+
+
 def test_compare_simulated_writes_table_plot_and_csv(tmp_path):
     plot, table = tmp_path / "compare.png", tmp_path / "compare.csv"
     result = run_cli("compare", "examples:mlp", "--simulate", "--counts", "2", "4",

@@ -113,7 +113,7 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                   repeats: Union[int, str] = "auto", warmup: int = 1, timeout_s: float = 600.0,
                   budget_s: float = 60.0, cache: Optional[str] = None,
                   signature: Optional[str] = None, tag_set: Optional[str] = None,
-                  trace: Optional[str] = None) -> list:
+                  trace: Optional[str] = None, stream: int = 0) -> list:
     """Step times of `source` under each placement (None: as written; a dict or a JSON
     file of op -> device), as MeasureResults. For real, on the devices or cluster, the
     placements are timed in turns (tf_placeto.measure.interleaved): each median has an
@@ -121,20 +121,29 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
     apart from; `repeats` rounds, or "auto": until the intervals are narrow or `budget_s`
     ends. With `simulate`, predicted from the profile (made first if none is cached). Every
     placement is checked before any long work. trace: a directory that gets one step of each
-    placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule)."""
+    placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule).
+    stream: K > 0 runs K steps at once, as a server answers concurrent requests (for real:
+    threads over one session per placement), and each figure is seconds per step once the
+    stream is full, 1 / steps per second (MeasureResult.stream)."""
+    if stream and trace:
+        raise InputError("a trace shows one step: leave out the stream to write traces")
+    if stream < 0:
+        raise InputError(f"stream must be a count of steps in flight, not {stream}")
     with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set) as (
             graph, placements, runtime, device_set):
         if simulate:
             model = profile_graph(graph, runtime, cache=cache).model
             results = SimulatedMeasurer.from_profile(graph, model, device_set,
-                                                     schedule=bool(trace)
+                                                     schedule=bool(trace), stream=stream
                                                      ).evaluate(placements, labels=labels)
         else:
             directory = graph_profile_directory(graph, runtime.device_names, cache)
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
-                                          budget_s=budget_s, journal_dir=directory)
-            fitting.record(directory, graph, device_set, placements, results, "measure")
+                                          budget_s=budget_s, journal_dir=directory,
+                                          stream=stream)
+            if not stream:              # the simulator is fitted to one step at a time
+                fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results

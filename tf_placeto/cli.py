@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write one step of each placement as DIR/<label>.json, a Chrome "
                               "trace (ui.perfetto.dev): a traced run, or with --simulate the "
                               "simulated schedule")
+    measure.add_argument("--stream", type=_count(1), default=0, metavar="K",
+                         help="throughput: K steps in flight at once, as a server answers "
+                              "concurrent requests (threads over one session); reports steps "
+                              "per second once the stream is full, and each figure is "
+                              "seconds per step")
     measure.add_argument("--cache", metavar="DIR",
                          help="where profiles and results are kept "
                               "(default $TF_PLACETO_CACHE/profiles)")
@@ -456,9 +461,12 @@ def _measure(args) -> int:
                                 repeats=args.repeats, warmup=args.warmup,
                                 timeout_s=args.timeout, budget_s=args.time_budget,
                                 cache=args.cache,
-                                signature=args.signature, tag_set=args.tag_set, trace=args.trace)
+                                signature=args.signature, tag_set=args.tag_set, trace=args.trace,
+                                stream=args.stream)
     if args.json:
-        print(json.dumps([r.to_json() for r in results]))
+        print(json.dumps([{**r.to_json(), **({"steps_per_s": 1.0 / r.step_time_s}
+                                              if r.stream and r.status == "ok" else {})}
+                          for r in results]))
     else:
         _print_results(results)
         if args.trace:
@@ -483,7 +491,8 @@ def _print_results(results) -> None:
                     if r.interval else "-")
         ratio = (f"{r.ratio_to_first['median']:.3f} ({r.ratio_to_first['low']:.3f} .. "
                  f"{r.ratio_to_first['high']:.3f})" if r.ratio_to_first else "-")
-        rows.append({"placement": r.label, "status": r.status,
+        per_step = {"steps/s": 1.0 / r.step_time_s} if r.stream else {}
+        rows.append({"placement": r.label, "status": r.status, **per_step,
                      "median (ms)": r.step_time_s * 1e3, "95% interval (ms)": interval,
                      "x first (95%)": ratio,
                      "cannot tell from": ", ".join(r.indistinct_from) or "-",

@@ -1,9 +1,12 @@
 """Traced runs: outputs and the device every node ran on, from TensorFlow's step stats."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
-from tf_placeto.measure.runner import example_feeds, run_traced
+from tf_placeto.measure.runner import StepSession, example_feeds, run_traced
 from tf_placeto.graph.sources import load_source
 
 
@@ -33,3 +36,31 @@ def test_only_saved_models_are_run(tmp_path):
     tf.io.write_graph(g.as_graph_def(), str(tmp_path), "g.pbtxt")
     with pytest.raises(ValueError, match="SavedModel source"):
         run_traced(str(path))
+
+
+
+class SleepingSession:
+    """Stands in for a tf.compat.v1.Session whose every step takes `seconds` of waiting, as
+    a step waits on its workers: what the stream's threads overlap."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.running, self.most_at_once = seconds, 0, 0
+        self.lock = threading.Lock()
+
+    def run(self, fetches, feed_dict=None, options=None):
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running -= 1
+        return {}
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 4])
+def test_a_stream_keeps_its_steps_in_flight_and_reports_seconds_per_step(in_flight):
+    session = SleepingSession(0.05)
+    steps = StepSession(session, {}, {}, timeout_s=10.0, watched=lambda call: call())
+    per_step = steps.stream_step(in_flight)
+    assert session.most_at_once == in_flight
+    assert per_step == pytest.approx(0.05 / in_flight, rel=0.3)

@@ -36,7 +36,7 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         repeats: Union[int, str] = "auto", warmup: int = 1,
                         timeout_s: float = 600.0, budget_s: float = 60.0,
                         max_rounds: int = MAX_ROUNDS, min_rounds: int = 2, trace: bool = True,
-                        journal_dir: Optional[str] = None) -> list:
+                        journal_dir: Optional[str] = None, stream: int = 0) -> list:
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
@@ -46,26 +46,28 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
     and the others go on; so they do when a worker dies (see _Sessions). With `journal_dir`,
     every round and failure is kept there as it comes (tf_placeto.measure.journal): the
-    same measurement cut short before resumes from them.
+    same measurement cut short before resumes from them. stream: K > 0 times, each round, a
+    stream of steps K at a time (StepSession.stream_step) instead of one step: the figures
+    are seconds per step once the stream is full.
     """
     import tensorflow as tf  # heavy: loaded on the first real run
 
     devices = DeviceSet.from_strings(runtime.device_names)
     labels = list(labels or [f"placement {i}" for i in range(len(placements))])
     full = [Placement(p).validate(graph, devices) if p else None for p in placements]
-    results = [MeasureResult(key=placement_key(p), status=OK, label=label)
+    results = [MeasureResult(key=placement_key(p), status=OK, label=label, stream=stream)
                for p, label in zip(full, labels)]
     journal = None if journal_dir is None else RoundJournal(
         journal_dir, [stored_key(graph, p) for p in full],
         {"devices": runtime.device_names, "warmup": warmup, "repeats": repeats,
-         "max_rounds": max_rounds})
+         "max_rounds": max_rounds, **({"stream": stream} if stream else {})})
     kept_rounds, kept_failures, kept_s = journal.restore() if journal else ([], {}, 0.0)
     if kept_rounds or kept_failures:
         log.info(f"resuming a measurement in turns that was cut short: {len(kept_rounds)} "
                  f"rounds and {len(kept_failures)} failed placements kept ({journal.path})")
     for index, (status, reason) in kept_failures.items():
         results[index].status, results[index].reason = status, reason
-    sessions = _Sessions(ModelRunner(graph), runtime, full, warmup, timeout_s)
+    sessions = _Sessions(ModelRunner(graph), runtime, full, warmup, timeout_s, stream)
     with sessions:
         for index in range(len(full)):
             if index in kept_failures:
@@ -144,9 +146,9 @@ class _Sessions:
     """
 
     def __init__(self, runner: ModelRunner, runtime: Runtime, placements: list, warmup: int,
-                 timeout_s: float):
+                 timeout_s: float, stream: int = 0):
         self.runner, self.runtime, self.placements = runner, runtime, placements
-        self.warmup, self.timeout_s = warmup, timeout_s
+        self.warmup, self.timeout_s, self.stream = warmup, timeout_s, stream
         self.stacks: dict = {}          # index -> ExitStack holding its open session
         self.steps: dict = {}           # index -> StepSession
         self.errors: dict = {}          # index -> what ended a session that was open
@@ -164,7 +166,10 @@ class _Sessions:
         return error
 
     def stepper(self, index: int):
-        """A step callable for `index` (see _guarded)."""
+        """A step callable for `index` (see _guarded): one step, or one stream of them."""
+        if self.stream:
+            return lambda: self._guarded(index,
+                                         lambda: self.steps[index].stream_step(self.stream))
         return lambda: self._guarded(index, lambda: self.steps[index].step())
 
     def traced_step(self, index: int):

@@ -29,6 +29,7 @@ from tf_placeto.measure.noise import median_interval
 from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import SimulationProblem, simulate
+from tf_placeto.measure.simulator.stream import Stream
 from tf_placeto.placement import Placement
 
 RESULTS_FILE = "results.jsonl"
@@ -48,6 +49,9 @@ class MeasureResult:
     busy_s: dict = dataclasses.field(default_factory=dict)   # per device (simulated)
     simulated: bool = False
     label: str = ""
+    # 0: one step at a time. K: `in_flight` steps at once, a stream (simulator.stream), and
+    # the step figures are seconds per step once the stream is full: 1 / steps per second
+    stream: int = 0
     # measured in turns with others (tf_placeto.measure.interleaved): the median's interval,
     # the round-by-round ratio to the first placement with its interval, and the labels of the
     # placements it cannot be told apart from
@@ -239,24 +243,29 @@ class SimulatedMeasurer(Measurer):
     PlacementProblem's `simulation`, or a profile's (`from_profile`)."""
 
     def __init__(self, graph: OpGraph, devices: DeviceSet, problem: SimulationProblem,
-                 schedule: bool = False):
+                 schedule: bool = False, stream: int = 0):
+        """stream: K > 0 predicts K steps in flight (simulator.stream), without a schedule."""
         super().__init__(graph, devices)
         self.problem = problem
         self.schedule = schedule
+        self.stream = Stream(problem, stream) if stream else None
         self._written = written_indices(graph, devices)
 
     @classmethod
     def from_profile(cls, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
                      memory_capacity: Optional[Mapping] = None, schedule: bool = False,
-                     calibrated: bool = True) -> "SimulatedMeasurer":
+                     calibrated: bool = True, stream: int = 0) -> "SimulatedMeasurer":
         """See simulation_problem."""
         return cls(graph, devices, simulation_problem(graph, cost_model, devices,
-                                                      memory_capacity, calibrated), schedule)
+                                                      memory_capacity, calibrated), schedule,
+                   stream)
 
     def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
         return device_indices(self.graph, self.devices, placement, self._written)
 
     def _evaluate(self, placement):
+        if self.stream is not None:
+            return self._evaluate_stream(placement)
         sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
         names = self.devices.names
         status = OK if sim.feasible else INFEASIBLE
@@ -269,3 +278,14 @@ class SimulatedMeasurer(Measurer):
             peak_memory_bytes={n: int(b) for n, b in zip(names, sim.peak_memory_bytes)},
             busy_s={n: float(b) / 1e6 for n, b in zip(names, sim.busy_us)},
             schedule=sim.schedule)
+
+    def _evaluate_stream(self, placement):
+        flow = self.stream.simulate(self.device_indices(placement))
+        per_step = 1.0 / flow.steps_per_s
+        return MeasureResult(
+            key=placement_key(placement), status=OK if flow.feasible else INFEASIBLE,
+            reason="" if flow.feasible else "exceeds device memory with the steps in flight",
+            step_time_s=per_step, spread_s=0.0, min_s=per_step, max_s=per_step, runs=0,
+            simulated=True, stream=self.stream.in_flight,
+            peak_memory_bytes={n: int(b) for n, b in zip(self.devices.names,
+                                                         flow.peak_memory_bytes)})

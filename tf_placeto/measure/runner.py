@@ -8,9 +8,11 @@ put them and nothing is left behind on a cluster's workers.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -28,6 +30,7 @@ from tf_placeto.graph.sources import SAVED_MODEL_FILE, load_source, signature_in
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.cluster import CallThread, WorkerDied
 from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.simulator.stream import steady_seconds_per_step, stream_steps
 from tf_placeto.rewrite import placed_proto
 
 # Outcomes of a run, as results report them.
@@ -181,6 +184,28 @@ class StepSession:
 
         seconds, self.outputs = self._watched(timed)
         return seconds
+
+    def stream_step(self, in_flight: int) -> float:
+        """Run a stream of steps, `in_flight` at once (threads sharing this session, as a
+        server answers concurrent requests); seconds per step once the stream is full
+        (simulator.stream.steady_seconds_per_step)."""
+        steps = stream_steps(in_flight)
+
+        def stream():
+            ends, claimed = [], itertools.count()
+            start = time.perf_counter()
+
+            def serve():
+                while next(claimed) < steps:
+                    self._session.run(self._fetches, self._feed_dict, options=self._plain)
+                    ends.append(time.perf_counter() - start)
+
+            with concurrent.futures.ThreadPoolExecutor(in_flight) as pool:
+                for running in [pool.submit(serve) for _ in range(in_flight)]:
+                    running.result()
+            return steady_seconds_per_step(ends)
+
+        return self._watched(stream)
 
     def traced_step(self):
         """Run one fully traced step; its RunMetadata (step stats, memory)."""

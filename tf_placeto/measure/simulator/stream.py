@@ -40,11 +40,24 @@ SESSION_DEVICE = "stream:session"
 @dataclasses.dataclass
 class StreamResult:
     in_flight: int
-    steps_per_s: float             # in steady state: over the later half of the stream
+    steps_per_s: float             # in steady state (steady_seconds_per_step)
     latency_us: np.ndarray         # (steps,): each step's end minus its start
     step_end_us: np.ndarray        # (steps,)
     peak_memory_bytes: np.ndarray  # (n_devices,): with the steps in flight
     feasible: bool                 # every peak within its device's capacity
+
+
+def stream_steps(in_flight: int) -> int:
+    """How many steps a stream of `in_flight` runs, real or simulated."""
+    return max(STEPS_PER_IN_FLIGHT * in_flight, MIN_STEPS)
+
+
+def steady_seconds_per_step(step_ends) -> float:
+    """Seconds per step over the later half of a stream whose steps ended at `step_ends`
+    (any order, any unit of seconds): 1 / throughput once the stream is full."""
+    ends = np.sort(np.asarray(step_ends, dtype=float))
+    half = len(ends) // 2
+    return float((ends[-1] - ends[half - 1]) / (len(ends) - half))
 
 
 class Stream:
@@ -57,7 +70,7 @@ class Stream:
         at most `in_flight` at once."""
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, not {in_flight}")
-        self.steps = steps or max(STEPS_PER_IN_FLIGHT * in_flight, MIN_STEPS)
+        self.steps = steps or stream_steps(in_flight)
         if self.steps < 2:
             raise ValueError(f"a stream needs at least 2 steps, not {self.steps}")
         self.problem, self.in_flight = problem, in_flight
@@ -75,10 +88,8 @@ class Stream:
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
         start[in_flight:] = step_end[:steps - in_flight]
-        half = steps // 2
-        ends = np.sort(step_end)        # with several in flight, steps may end out of order
-        span = ends[-1] - ends[half - 1]
-        rate = (steps - half) / span * 1e6 if span > 0 else np.inf
+        per_step_us = steady_seconds_per_step(step_end)
+        rate = 1e6 / per_step_us if per_step_us > 0 else np.inf
         peak = result.peak_memory_bytes[:-1]
         return StreamResult(in_flight=in_flight, steps_per_s=float(rate),
                             latency_us=step_end - start, step_end_us=step_end,
