@@ -23,9 +23,11 @@ def progress(iterable=None, **options) -> tqdm:
 @contextlib.contextmanager
 def ticking(seconds: Optional[float], desc: str):
     """A bar of the seconds spent in the block against its time limit (`seconds`; None: no
-    limit), for work that reports no progress of its own, such as a solver's search."""
+    limit), for work that reports little progress of its own, such as a solver's search;
+    what it does report goes in the bar's postfix (bar.set_postfix_str)."""
     with progress(total=seconds, desc=desc, unit="s", leave=False,
-                  bar_format="{desc}: {elapsed} of {total:.0f} s" if seconds else None) as bar:
+                  bar_format="{desc}: {elapsed} of {total:.0f} s{postfix}" if seconds
+                  else None) as bar:
         done = threading.Event()
         start = time.monotonic()
 

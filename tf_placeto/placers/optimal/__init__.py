@@ -38,8 +38,8 @@ from tf_placeto.log import ticking
 from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.objectives import OBJECTIVES
 from tf_placeto.placers.optimal import dp, milp
-from tf_placeto.placers.optimal.program import SOLVERS as INTERFACES
 from tf_placeto.placers.optimal.model import fits_memory, memory_excess_bytes
+from tf_placeto.placers.optimal.program import SOLVERS as INTERFACES
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 
