@@ -55,26 +55,38 @@ def evaluation_placements(workload, runtime, count: int, seed: int) -> list:
     return unseen[:count]
 
 
-def bench(name: str, runtime, args) -> tuple:
-    import tf_placeto as tp
-    from tf_placeto.measure import fitting
+def timed_twice(name: str, runtime, args, stream: int = 0) -> tuple:
+    """(workload, labels, placements, real, ok): model `name` profiled on the runtime, its
+    `args.placements` evaluation placements, and their real figures from two independent
+    passes in turns (real: (2, placements) seconds per step, of streams `stream` at a time
+    where stream > 0; ok: the placement ran in both)."""
     from tf_placeto.measure.interleaved import measure_interleaved
-    from tf_placeto.measure.measurer import SimulatedMeasurer
     from tf_placeto.workload import load_workload
 
     workload = load_workload(real_models.build(name), runtime, cache=args.cache)
-    calibration = workload.cost_model.calibration
     chosen = evaluation_placements(workload, runtime, args.placements, args.seed)
     labels = [label for label, _ in chosen]
     placements = [placement for _, placement in chosen]
-    devices = tp.DeviceSet.from_strings(runtime.device_names)
     passes = []
     for k in range(2):
-        say(f"{name}: pass {k + 1} of 2 over {len(placements)} placements, in turns")
+        say(f"{name}: pass {k + 1} of 2 over {len(placements)} placements"
+            + (f", streams of {stream} in flight" if stream else "") + ", in turns")
         passes.append(measure_interleaved(workload.graph, runtime, placements, labels,
-                                          repeats="auto", budget_s=args.budget, trace=False))
+                                          repeats="auto", budget_s=args.budget, trace=False,
+                                          stream=stream))
     ok = [all(p[i].status == "ok" for p in passes) for i in range(len(placements))]
     real = np.array([[r.step_time_s for r in p] for p in passes])
+    return workload, labels, placements, real, ok
+
+
+def bench(name: str, runtime, args) -> tuple:
+    import tf_placeto as tp
+    from tf_placeto.measure import fitting
+    from tf_placeto.measure.measurer import SimulatedMeasurer
+
+    workload, labels, placements, real, ok = timed_twice(name, runtime, args)
+    calibration = workload.cost_model.calibration
+    devices = tp.DeviceSet.from_strings(runtime.device_names)
     predicted = {
         kind: np.array([r.step_time_s for r in SimulatedMeasurer.from_profile(
             workload.graph, workload.cost_model, devices, calibrated=(kind == "calibrated")

@@ -22,31 +22,17 @@ import sys
 import numpy as np
 import pandas as pd
 
-from measure import real_models, say
-from measure.bench_calibration import evaluation_placements
+from measure import real_models
+from measure.bench_calibration import timed_twice
 
 
 def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
     from tf_placeto.measure import fitting
-    from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.workload import load_workload
 
-    workload = load_workload(real_models.build(name), runtime, cache=args.cache)
-    chosen = evaluation_placements(workload, runtime, args.placements, args.seed)
-    labels = [label for label, _ in chosen]
-    placements = [placement for _, placement in chosen]
+    workload, labels, placements, real, ok = timed_twice(name, runtime, args, args.stream)
     devices = tp.DeviceSet.from_strings(runtime.device_names)
-    passes = []
-    for k in range(2):
-        say(f"{name}: pass {k + 1} of 2 over {len(placements)} placements, streams of "
-            f"{args.stream} in flight, in turns")
-        passes.append(measure_interleaved(workload.graph, runtime, placements, labels,
-                                          repeats="auto", budget_s=args.budget, trace=False,
-                                          stream=args.stream))
-    ok = [all(p[i].status == "ok" for p in passes) for i in range(len(placements))]
-    real = np.array([[r.step_time_s for r in p] for p in passes])
     predicted = np.array([r.step_time_s for r in SimulatedMeasurer.from_profile(
         workload.graph, workload.cost_model, devices, stream=args.stream
     ).evaluate(placements, labels)])

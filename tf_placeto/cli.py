@@ -464,9 +464,8 @@ def _measure(args) -> int:
                                 signature=args.signature, tag_set=args.tag_set, trace=args.trace,
                                 stream=args.stream)
     if args.json:
-        print(json.dumps([{**r.to_json(), **({"steps_per_s": 1.0 / r.step_time_s}
-                                              if r.stream and r.status == "ok" else {})}
-                          for r in results]))
+        print(json.dumps([{**r.to_json(), **({"steps_per_s": r.steps_per_s}
+                                              if r.steps_per_s else {})} for r in results]))
     else:
         _print_results(results)
         if args.trace:
@@ -491,7 +490,7 @@ def _print_results(results) -> None:
                     if r.interval else "-")
         ratio = (f"{r.ratio_to_first['median']:.3f} ({r.ratio_to_first['low']:.3f} .. "
                  f"{r.ratio_to_first['high']:.3f})" if r.ratio_to_first else "-")
-        per_step = {"steps/s": 1.0 / r.step_time_s} if r.stream else {}
+        per_step = {"steps/s": r.steps_per_s} if r.stream else {}
         rows.append({"placement": r.label, "status": r.status, **per_step,
                      "median (ms)": r.step_time_s * 1e3, "95% interval (ms)": interval,
                      "x first (95%)": ratio,

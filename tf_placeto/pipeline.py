@@ -132,14 +132,13 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
             if _faster_beyond_noise(outcome.confirmed[1:]) is not None:
                 outcome.winner = best
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
-        outcome.verdict = _verdict(outcome)       # the surfaces say it, once
     measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation)
     if outcome.placement is None:          # kept as written: predicted before = after
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:
         outcome.predicted = measurer.evaluate([None, outcome.placement], list(LABELS))
-    if not measure:
-        outcome.verdict = _predicted_verdict(outcome)
+    # the surfaces say it, once
+    outcome.verdict = _verdict(outcome) if measure else _predicted_verdict(outcome)
     return outcome
 
 
@@ -231,8 +230,8 @@ def _predicted_verdict(outcome: Outcome) -> str:
     ratio = after.step_time_s / before.step_time_s
     return (f"simulated only, nothing measured: the best placement found is kept, predicted "
             f"{ratio:.3f}x the step as written"
-            + ("" if ratio < 1 else " (no faster: `place` without --simulate would keep the "
-                                   "graph as written)"))
+            + ("" if ratio < 1 else " (no faster: measured for real, the graph would stay as "
+                                   "written)"))
 
 
 def _ratio(result) -> str:

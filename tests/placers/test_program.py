@@ -21,11 +21,11 @@ def knapsack():
     return program, take, left_out
 
 
-@pytest.mark.parametrize("solver", ["highspy", "scipy"])
-def test_both_interfaces_find_the_optimum_and_prove_it(solver):
+@pytest.mark.parametrize("interface", ["highspy", "scipy"])
+def test_both_interfaces_find_the_optimum_and_prove_it(interface):
     program, take, left_out = knapsack()
-    solved = program.minimise(left_out, time_limit=10.0, solver=solver)
-    assert solved.solver == solver and not solved.infeasible
+    solved = program.minimise(left_out, time_limit=10.0, interface=interface)
+    assert solved.interface == interface and not solved.infeasible
     assert solved.values[left_out][0] == pytest.approx(11.0)
     assert np.round(solved.values[take]) @ np.array([3, 4, 5, 6]) <= 10
     assert solved.bound == pytest.approx(11.0)
@@ -34,7 +34,7 @@ def test_both_interfaces_find_the_optimum_and_prove_it(solver):
 def test_the_start_is_the_first_incumbent_and_progress_follows_the_search():
     program, take, left_out = knapsack()
     seen = []
-    solved = program.minimise(left_out, time_limit=10.0, solver="highspy",
+    solved = program.minimise(left_out, time_limit=10.0, interface="highspy",
                               start=(take, np.array([1.0, 1.0, 0.0, 0.0])),
                               progress=lambda incumbent, bound: seen.append((incumbent, bound)))
     incumbents = [incumbent for incumbent, _ in seen if np.isfinite(incumbent)]
@@ -48,8 +48,8 @@ def test_an_infeasible_program_says_so():
     program = Program()
     x = program.variables(1, upper=1.0, integral=True)
     program.constrain(np.full(1, 2.0), (1.0, x))
-    for solver in ("highspy", "scipy"):
-        solved = program.minimise(x, time_limit=5.0, solver=solver)
+    for interface in ("highspy", "scipy"):
+        solved = program.minimise(x, time_limit=5.0, interface=interface)
         assert solved.infeasible and solved.values is None
 
 
@@ -60,7 +60,7 @@ def test_highs_banner_stays_off_stdout():
         "import numpy as np\n"
         "from tests.placers.test_program import knapsack\n"
         "program, take, left_out = knapsack()\n"
-        "solved = program.minimise(left_out, time_limit=5.0, solver='highspy')\n"
+        "solved = program.minimise(left_out, time_limit=5.0, interface='highspy')\n"
         "print(solved.values[left_out][0])\n")
     assert result.stdout.strip() == "11.0"
     assert "HiGHS" in result.stderr

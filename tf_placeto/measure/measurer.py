@@ -61,6 +61,11 @@ class MeasureResult:
     schedule: object = None           # simulated schedule (a DataFrame), never stored
     trace: object = None              # the traced run's RunMetadata when kept, never stored
 
+    @property
+    def steps_per_s(self) -> Optional[float]:
+        """Throughput of a stream that ran (1 / its seconds per step); None otherwise."""
+        return 1.0 / self.step_time_s if self.stream and self.status == OK else None
+
     def to_json(self) -> dict:
         """The stored fields (the schedule and trace are not: large, and not JSON)."""
         return {field.name: copy.deepcopy(getattr(self, field.name))

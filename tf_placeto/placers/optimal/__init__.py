@@ -39,7 +39,7 @@ from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.objectives import OBJECTIVES
 from tf_placeto.placers.optimal import dp, milp
 from tf_placeto.placers.optimal.model import fits_memory, memory_excess_bytes
-from tf_placeto.placers.optimal.program import SOLVERS as INTERFACES
+from tf_placeto.placers.optimal.program import INTERFACES
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 
@@ -82,7 +82,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
         with ticking(left, "exact placer: integer program") as bar:
             found, bound, interface = milp.solve(
                 problem, objective, candidates, left,
-                solver=None if interface == "auto" else interface,
+                interface=None if interface == "auto" else interface,
                 progress=lambda incumbent, bound: bar.set_postfix_str(
                     _search_state(incumbent, bound), refresh=False))
         # after the starts: a tie goes to the fast placer whose decision the search began at

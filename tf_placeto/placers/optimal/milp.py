@@ -17,9 +17,9 @@ from tf_placeto.placers.problem import PlacementProblem
 
 def solve(problem: PlacementProblem, objective: str, starts: list,
           time_limit: Optional[float], progress: Optional[Callable] = None,
-          solver: Optional[str] = None) -> tuple:
+          interface: Optional[str] = None) -> tuple:
     """(the program's decision, None if it found none; the proven lower bound on the optimum,
-    None when no decision fits the memory model; the solver interface that ran).
+    None when no decision fits the memory model; the interface to HiGHS that ran).
 
     Times are scaled by a ceiling on the optimum, the best start's score where one fits, so
     that the ceiling is 1 and doubles as the big-M of the device order rows. That start is
@@ -36,15 +36,15 @@ def solve(problem: PlacementProblem, objective: str, starts: list,
     goal = build(program, problem, x, ceiling)
     scaled = None if progress is None else (
         lambda incumbent, bound: progress(incumbent * ceiling, max(bound, 0.0) * ceiling))
-    solved = program.minimise(goal, time_limit, solver=solver, progress=scaled,
+    solved = program.minimise(goal, time_limit, interface=interface, progress=scaled,
                               start=None if best is None else _start(problem, x, best))
     if solved.infeasible:
-        return None, None, solved.solver
+        return None, None, solved.interface
     bound = _lower_bound_us(problem, objective)
     if solved.bound is not None:
         bound = max(bound, ceiling * solved.bound)
     decision = None if solved.values is None else np.argmax(solved.values[x], axis=1)
-    return decision, bound, solved.solver
+    return decision, bound, solved.interface
 
 
 def _start(problem: PlacementProblem, x: np.ndarray, decision: np.ndarray) -> tuple:

@@ -26,19 +26,19 @@ except ImportError:           # scipy's copy of HiGHS stands in
 
 MIP_REL_GAP = 1e-6        # relative gap at which HiGHS stops
 PROGRESS_EVERY_S = 0.25   # the least time between two progress reports of one search
-SOLVERS = ("highspy", "scipy")
+INTERFACES = ("highspy", "scipy")     # the ways to HiGHS
 
 
 @dataclasses.dataclass
 class Solved:
     """What a search found: every column's value in the best solution (None if it found
     none), the proven lower bound on the goal (None if the solver gave none), whether the
-    program has no solution at all, and which interface solved it."""
+    program has no solution at all, and which interface to HiGHS solved it."""
 
     values: Optional[np.ndarray]
     bound: Optional[float]
     infeasible: bool
-    solver: str
+    interface: str
 
 
 class Program:
@@ -77,62 +77,80 @@ class Program:
     def minimise(self, goal: np.ndarray, time_limit: Optional[float], *,
                  start: Optional[tuple] = None,
                  progress: Optional[Callable[[float, float], None]] = None,
-                 solver: Optional[str] = None) -> Solved:
+                 interface: Optional[str] = None) -> Solved:
         """The least value of the variable `goal`. start: (columns, values) of a solution,
         the integer columns at least (HiGHS completes the rest). progress(incumbent, bound)
-        is called now and then during the search (infinite while unknown). solver: "highspy"
-        or "scipy"; None: highspy where it is installed. The start and progress need highspy;
-        scipy ignores them."""
-        solver = solver or ("highspy" if highspy is not None else "scipy")
-        if solver not in SOLVERS:
-            raise ValueError(f"unknown solver interface {solver!r}; {', '.join(SOLVERS)}")
-        if solver == "highspy" and highspy is None:
+        is called now and then during the search (infinite while unknown). interface:
+        "highspy" or "scipy"; None: highspy where it is installed. The start and progress
+        need highspy; scipy ignores them."""
+        interface = interface or ("highspy" if highspy is not None else "scipy")
+        if interface not in INTERFACES:
+            raise ValueError(f"unknown solver interface {interface!r}; "
+                             f"{', '.join(INTERFACES)}")
+        if interface == "highspy" and highspy is None:
             raise ValueError("the highspy solver interface is not installed")
+        if interface == "scipy":
+            return _scipy_minimise(self._standard_form(goal), time_limit)
+        return _highspy_minimise(self._standard_form(goal), time_limit, start, progress)
+
+    def _standard_form(self, goal: np.ndarray) -> "_StandardForm":
         row, column, coefficient = (np.concatenate(a) for a in zip(*self._entries))
         kept = coefficient != 0
-        matrix = scipy.sparse.csc_array((coefficient[kept], (row[kept], column[kept])),
-                                        shape=(self.n_rows, self.n_columns))
         lower, upper, integral = (np.concatenate(a) for a in zip(*self._columns))
         row_lower, row_upper = (np.concatenate(a) for a in zip(*self._rows))
         cost = np.zeros(self.n_columns)
         cost[goal] = 1.0
-        if solver == "scipy":
-            return _scipy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
-                                   time_limit)
-        return _highspy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
-                                 time_limit, start, progress)
+        return _StandardForm(
+            cost=cost, integral=integral, lower=lower, upper=upper,
+            matrix=scipy.sparse.csc_array((coefficient[kept], (row[kept], column[kept])),
+                                          shape=(self.n_rows, self.n_columns)),
+            row_lower=row_lower, row_upper=row_upper)
 
 
-def _scipy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
-                    time_limit) -> Solved:
+@dataclasses.dataclass
+class _StandardForm:
+    """min cost . x, lower <= x <= upper (integral where flagged), row_lower <= matrix x <=
+    row_upper: what either interface is handed."""
+
+    cost: np.ndarray
+    integral: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    matrix: scipy.sparse.csc_array
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+
+
+def _scipy_minimise(form: _StandardForm, time_limit) -> Solved:
     options = {"mip_rel_gap": MIP_REL_GAP}
     if time_limit is not None:
         options["time_limit"] = time_limit
     result = scipy.optimize.milp(
-        cost, integrality=integral, bounds=scipy.optimize.Bounds(lower, upper),
-        constraints=scipy.optimize.LinearConstraint(matrix, row_lower, row_upper),
+        form.cost, integrality=form.integral,
+        bounds=scipy.optimize.Bounds(form.lower, form.upper),
+        constraints=scipy.optimize.LinearConstraint(form.matrix, form.row_lower,
+                                                    form.row_upper),
         options=options)
     bound = getattr(result, "mip_dual_bound", None)   # scipy gives it only with a decision
     return Solved(values=result.x, bound=None if bound is None else float(bound),
-                  infeasible=result.status == 2, solver="scipy")
+                  infeasible=result.status == 2, interface="scipy")
 
 
-def _highspy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper,
-                      time_limit, start, progress) -> Solved:
+def _highspy_minimise(form: _StandardForm, time_limit, start, progress) -> Solved:
     highs = _new_highs()
     for name, value in (("output_flag", False), ("mip_rel_gap", MIP_REL_GAP),
                         ("time_limit", np.inf if time_limit is None else float(time_limit))):
         highs.setOptionValue(name, value)
     model = highspy.HighsLp()
-    model.num_col_, model.num_row_ = len(cost), len(row_lower)
-    model.col_cost_, model.col_lower_, model.col_upper_ = cost, lower, upper
-    model.row_lower_, model.row_upper_ = row_lower, row_upper
+    model.num_col_, model.num_row_ = len(form.cost), len(form.row_lower)
+    model.col_cost_, model.col_lower_, model.col_upper_ = form.cost, form.lower, form.upper
+    model.row_lower_, model.row_upper_ = form.row_lower, form.row_upper
     model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = matrix.indptr
-    model.a_matrix_.index_ = matrix.indices
-    model.a_matrix_.value_ = matrix.data
+    model.a_matrix_.start_ = form.matrix.indptr
+    model.a_matrix_.index_ = form.matrix.indices
+    model.a_matrix_.value_ = form.matrix.data
     kinds = highspy.HighsVarType
-    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integral]
+    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in form.integral]
     highs.passModel(model)
     if start is not None:
         columns, values = start
@@ -147,7 +165,8 @@ def _highspy_minimise(cost, integral, lower, upper, matrix, row_lower, row_upper
     bound = float(info.mip_dual_bound)
     return Solved(values=np.array(highs.getSolution().col_value) if found else None,
                   bound=bound if np.isfinite(bound) else None,
-                  infeasible=status == highspy.HighsModelStatus.kInfeasible, solver="highspy")
+                  infeasible=status == highspy.HighsModelStatus.kInfeasible,
+                  interface="highspy")
 
 
 def _report_progress(highs, progress: Callable[[float, float], None]) -> None:
