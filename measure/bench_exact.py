@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.placers import optimal
     from tf_placeto.placers.common import fast_decisions
-    from tf_placeto.placers.objectives import OBJECTIVES
+    from tf_placeto.placers.objectives import MODEL_SCORES
     from tf_placeto.workload import load_workload
 
     with open_runtime(cluster=args.cluster) as runtime:
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     say(f"{args.example}: {problem.n_groups} groups on {problem.n_devices} devices")
     rows = []
     for objective in args.objectives:
-        score = OBJECTIVES[objective]
+        score = MODEL_SCORES[objective]
         fast = min(score(problem, decision) for _, decision in fast_decisions(problem))
         for time_limit in args.time_limits:
             for interface in ("highspy", "scipy"):

@@ -292,11 +292,24 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
     assert "found a profile in the cache" in shown.stderr     # a placed copy: same profile
 
 
+def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path):
+    """--objective throughput: the placers follow it, and the prediction is a stream's."""
+    result = run_cli("place", mlp_model, "--devices", "2", "--method", "m_etf", "--simulate",
+                     "--objective", "throughput", "--stream", "2", "--max-groups", "8",
+                     "--cache", str(tmp_path / "cache"), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["objective"], summary["in_flight"]) == ("throughput", 2)
+    assert summary["verdict"].startswith("throughput, 2 steps in flight: simulated only")
+    assert summary["predicted_after_s"] > 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["place", "examples:mlp", "--method", "nope"], "unknown method 'nope'"),
     (["compare", "examples:mlp", "--methods", "single,nope", "--simulate"], "unknown method 'nope'"),
     (["compare", "examples:mlp", "--counts", "3"], "pass --simulate"),
     (["place", "examples:mlp", "--memory-per-device", "lots"], "memory per device 'lots'"),
+    (["place", "examples:mlp", "--stream", "2"], "pass objective throughput"),
 ])
 def test_placing_bad_input_gives_one_line(args, message, cli_here):
     code, error = cli_here(*args)

@@ -100,3 +100,29 @@ def test_the_exact_placer_is_every_rows_reference(workload):
     assert rows.loc["rnn", "evaluations"] == 40
     assert 1 <= rows.loc["rnn", "evaluations_to_5pct"] <= 40
     assert "x optimal" in printable(table) and "evals to 5%" in printable(table)
+
+
+def test_under_throughput_rows_are_streams_against_the_stream_bound(workload):
+    """Each row is its decision's simulated seconds per step with two steps in flight, and
+    the bound is the stream's."""
+    table = compare([workload], [2], ["single", "m_etf", "heft", "metis"],
+                    objective="throughput", in_flight=2)
+    streaming = workload.problem(2).with_objective("throughput", 2)
+    rows = table.set_index("method")
+    assert rows.loc[LOWER_BOUND, "step_s"] == pytest.approx(streaming.lower_bound_us() / 1e6)
+    for method in ("single", "m_etf", "heft", "metis"):
+        decision = table.attrs["group_devices"][(workload.name, 2, method)]
+        assert rows.loc[method, "step_s"] == pytest.approx(
+            streaming.evaluate(decision).us_per_step / 1e6)
+        assert rows.loc[method, "step_s"] >= rows.loc[LOWER_BOUND, "step_s"]
+    assert "per step, 2 in flight" in printable(table)
+
+
+def test_real_throughput_runs_streams_and_keeps_them_out_of_the_fit(workload, runtime):
+    logged = fitting.read(workload.profile_dir, len(workload.graph.ops))
+    table = compare([workload], [None], ["single", "round_robin"],
+                    real=RealRuns(runtime, repeats=2), objective="throughput", in_flight=2)
+    measured = table[table["method"] != LOWER_BOUND]
+    assert (measured["status"] == "ok").all() and (measured["runs"] == 2).all()
+    assert (measured["step_s"] > 0).all()
+    assert len(fitting.read(workload.profile_dir, len(workload.graph.ops))) == len(logged)

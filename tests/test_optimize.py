@@ -40,12 +40,13 @@ def train_step(x, y, scale=1.0):
 x, y = tf.random.normal([16, 10], seed=1), tf.random.normal([16, 4], seed=2)
 out = {}
 step = placeto.optimize(train_step, (x, y), method=METHOD, measure=MEASURE, cache=CACHE,
-                        verbose=False)
+                        verbose=False, **OBJECTIVE)
 out["devices"] = step.devices
 out["kept_as_written"] = step.placement is None
 placement = step.placement or {}
 out["placed_on"] = sorted(set(placement.values()))
 out["measured"] = step.measured is not None
+out["predicted_in_flight"] = step.predicted["after"].stream
 out["times"] = step.step_times()
 out["ratio_high"] = step.measured["after"].ratio_to_first.get("high") if step.measured else None
 report = step.report()
@@ -84,9 +85,9 @@ print("RESULT" + json.dumps(out))
 """
 
 
-def _run(method: str, measure: str, cache: str) -> dict:
+def _run(method: str, measure: str, cache: str, objective: dict = None) -> dict:
     code = END_TO_END.replace("METHOD", repr(method)).replace("MEASURE", repr(measure)) \
-        .replace("CACHE", repr(cache))
+        .replace("CACHE", repr(cache)).replace("OBJECTIVE", repr(objective or {}))
     output = run_python(code).stdout
     return json.loads(output.split("RESULT", 1)[1])
 
@@ -126,6 +127,11 @@ def test_auto_measured_in_a_keras_3_process_is_never_slower_than_the_original(ca
     assert os.listdir(cache)                           # the profile of the first test was kept
 
 
+def test_a_step_placed_for_throughput_is_predicted_as_a_stream(cache):
+    out = _run("m_etf", "simulate", cache, {"objective": "throughput", "stream": 3})
+    assert out["predicted_in_flight"] == 3 and out["same_loss"] and out["same_update"]
+
+
 def test_flat_arguments_follow_the_traced_signature():
     import inspect
 
@@ -158,3 +164,5 @@ def test_unknown_method_and_measure_are_refused():
         placeto.optimize(f, (tf.ones([2]),), method="nope")
     with pytest.raises(placeto.PlacetoError, match="measure must be"):
         placeto.optimize(f, (tf.ones([2]),), measure="sometimes")
+    with pytest.raises(placeto.PlacetoError, match="pass objective throughput"):
+        placeto.optimize(f, (tf.ones([2]),), stream=2)

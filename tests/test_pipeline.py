@@ -7,6 +7,7 @@ import pytest
 from tests.helpers import run_cli
 from tf_placeto import pipeline
 from tf_placeto.devices import DeviceSet
+from tf_placeto.measure import fitting
 from tf_placeto.measure.measurer import MeasureResult
 from tf_placeto.measure.noise import ratio_interval
 from tf_placeto.measure.runtime import Runtime
@@ -83,7 +84,7 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
     cannot be made certain, and the decision is what is checked."""
     calls = []
 
-    def measured(workload, runtime, placements, labels, budget_s):
+    def measured(workload, problem, runtime, placements, labels, budget_s):
         calls.append(labels)
         ratios = [1.0, 0.7] if len(calls) == 1 else [1.0, again]
         return [_measured(label, ratio - 0.02, ratio, ratio + 0.02)
@@ -118,3 +119,17 @@ def test_simulated_only_keeps_the_placement_asked_for_unless_it_changes_nothing(
     else:
         assert pipeline._changes_something(outcome.workload, outcome.problem, outcome.placement)
         assert f"predicted {after.step_time_s / before.step_time_s:.3f}x" in outcome.verdict
+
+
+def test_for_throughput_the_candidates_run_as_streams_for_real(tmp_path):
+    """Under the throughput objective the graph as written and the candidate are timed as
+    streams of the steps in flight, in turns, and kept out of the one-step fit."""
+    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), "round_robin",
+                           cache=str(tmp_path), max_groups=8, objective="throughput",
+                           in_flight=2, measure_budget_s=5.0)
+    assert [r.stream for r in outcome.measured] == [2, 2]
+    assert all(r.status == "ok" and r.steps_per_s > 0 for r in outcome.measured)
+    assert [r.stream for r in outcome.predicted] == [2, 2]
+    assert outcome.verdict.startswith("throughput, 2 steps in flight: ")
+    logged = fitting.read(outcome.workload.profile_dir, len(outcome.workload.graph.ops))
+    assert logged and {o.origin for o in logged} == {"profile"}

@@ -1,11 +1,14 @@
 """PlacementProblem: pins hold groups on a device, through coarsening too; what a cut
-edge costs; devices alike are renamed freely."""
+edge costs; devices alike are renamed freely; a decision is scored under the objective."""
 
 import numpy as np
 import pytest
 
 from tests.helpers import build_problem, grouped_example
 from tf_placeto import methods
+from tf_placeto.errors import InputError
+from tf_placeto.measure.simulator.stream import simulate_stream
+from tf_placeto.placers.problem import objective_and_in_flight
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +73,30 @@ def test_interchangeable_devices_are_renamed_by_first_use():
         assert not different.interchangeable
         kept = np.full(problem.n_groups, 2)
         np.testing.assert_array_equal(different.canonical(kept), kept)
+
+
+def test_a_decision_is_scored_under_the_problems_objective(problem):
+    """Latency: the simulated step; throughput: the seconds per step of a stream of the
+    problem's steps in flight. The objective survives coarsening, and a new capacity is
+    judged in the stream too."""
+    decision = methods.place("round_robin", problem).group_devices
+    assert problem.evaluate(decision).us_per_step == problem.simulate(decision).step_time_us
+    streaming = problem.with_objective("throughput", in_flight=3)
+    flow = simulate_stream(problem.simulation, problem.op_devices(decision), in_flight=3)
+    assert streaming.evaluate(decision).us_per_step == pytest.approx(1e6 / flow.steps_per_s)
+    assert streaming.evaluate(decision).feasible
+    coarse, _ = streaming.coarsened(8)
+    assert (coarse.objective, coarse.in_flight) == ("throughput", 3)
+    cramped = streaming.with_capacity(np.full(2, 1.0))
+    assert not cramped.evaluate(decision).feasible
+    assert cramped.evaluate(decision).memory_excess_bytes > 0
+
+
+def test_the_objective_is_checked():
+    assert objective_and_in_flight() == ("latency", 4)
+    assert objective_and_in_flight("throughput", 2) == ("throughput", 2)
+    for given, message in ((("energy", None), "unknown objective 'energy'"),
+                           (("latency", 2), "pass objective throughput"),
+                           (("throughput", 0), "at least 1 step in flight")):
+        with pytest.raises(InputError, match=message):
+            objective_and_in_flight(*given)

@@ -29,6 +29,7 @@ from tf_placeto.measure.runtime import open_runtime, planned_device_names
 from tf_placeto.measure.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
+from tf_placeto.placers.problem import objective_and_in_flight
 from tf_placeto.rewrite import check_output_path, placed_proto, write_placed
 from tf_placeto.workload import MemoryLimit, load_workload
 
@@ -250,6 +251,9 @@ class PlaceResult:
         info = {k: v.item() if hasattr(v, "item") else v for k, v in outcome.decided.info.items()
                 if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
         summary = {"source": self.source, "method": outcome.decided.method,
+                   "objective": outcome.problem.objective,
+                   "in_flight": outcome.problem.in_flight
+                   if outcome.problem.objective == "throughput" else None,
                    "devices": outcome.problem.device_names,
                    "ops": len(outcome.workload.graph), "groups": len(outcome.workload.groups),
                    "decide_s": outcome.decided.decide_s, "out": self.out,
@@ -284,7 +288,8 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
           placer_options: Optional[dict] = None, out: Optional[str] = None,
           placement_out: Optional[str] = None,
           overwrite: bool = False, signature: Optional[str] = None,
-          tag_set: Optional[str] = None, cache: Optional[str] = None) -> PlaceResult:
+          tag_set: Optional[str] = None, cache: Optional[str] = None,
+          objective: str = "latency", stream: Optional[int] = None) -> PlaceResult:
     """Find a placement of `source` on the devices present and, optionally, write it.
 
     devices / cluster: where it runs (see `tf-placeto measure --help`); the graph is profiled
@@ -298,10 +303,14 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     OUT.placement.json unless `placement_out` names another file. policy, budget: for method
     "placeto", the trained policy (default: the shipped one) and the iterations of fine-tuning.
     placer_options: the other placers' options, by the names tf_placeto.methods gives them.
+    objective: "latency" (one step as short as possible) or "throughput" (the most steps per
+    second with `stream` steps in flight, default 4, as a server with concurrent requests):
+    what the placers optimise, the simulator predicts and the real runs time.
     Progress goes to the "tf_placeto" logger.
     """
     if measure not in ("real", "simulate"):
         raise InputError(f"measure must be 'real' or 'simulate', not {measure!r}")
+    objective, in_flight = objective_and_in_flight(objective, stream)
     memory = MemoryLimit.parse(memory_per_device)
     if out is not None:
         check_output_path(source_path(source), out, overwrite)
@@ -310,7 +319,8 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
                                signature=signature, tag_set=tag_set, cache=cache, seed=seed,
                                options={"policy": policy, "budget": budget,
                                         **(placer_options or {})},
-                               measure=measure == "real")
+                               measure=measure == "real", objective=objective,
+                               in_flight=in_flight)
     if outcome.placement is None:
         out = placement_out = None
     if out is not None:

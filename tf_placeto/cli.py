@@ -23,6 +23,7 @@ from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
 from tf_placeto.measure.trace import simulated_trace, write_trace
+from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
 from tf_placeto.policy import specs
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 from tf_placeto.workload import MemoryLimit
@@ -92,6 +93,14 @@ def _placing_arguments(parser) -> None:
                         help="memory limit of each device: bytes (2GiB, 500MB) or a fraction of "
                              "the graph's single-device peak (0.6)")
     parser.add_argument("--seed", type=_count(0), default=0, help="seed of randomised methods")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="latency",
+                        help="latency: one step as short as possible (default); throughput: "
+                             "the most steps per second with --stream steps in flight, as a "
+                             "server with concurrent requests; followed by " + ", ".join(
+                                 spec.name for spec in methods.specs() if spec.objectives)
+                             + " (the others place alike under both)")
+    parser.add_argument("--stream", type=_count(1), metavar="K",
+                        help=f"throughput: steps in flight (default {IN_FLIGHT})")
     for spec, option in methods.options():       # each placer's own, from its PLACER
         parser.add_argument(option.flag, type=option.type, choices=option.choices or None,
                             metavar=option.metavar, help=_option_help(spec, option))
@@ -519,7 +528,8 @@ def _place(args) -> int:
                       seed=args.seed, measure="simulate" if args.simulate else "real",
                       placer_options=_placer_options(args),
                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
-                      signature=args.signature, tag_set=args.tag_set, cache=args.cache)
+                      signature=args.signature, tag_set=args.tag_set, cache=args.cache,
+                      objective=args.objective, stream=args.stream)
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
@@ -528,9 +538,11 @@ def _place(args) -> int:
           f"{len(summary['devices'])} devices in {summary['decide_s']:.2f} s")
     if "measured_candidates" in summary:
         _print_candidates(summary["measured_candidates"], summary["winner"])
+    per_step = "step" if summary["in_flight"] is None else \
+        f"time per step, {summary['in_flight']} in flight"
     for kind in ("predicted", "measured"):
         if f"{kind}_after_s" in summary:
-            print(f"{kind} step: {summary[f'{kind}_before_s'] * 1e3:.1f} ms as written -> "
+            print(f"{kind} {per_step}: {summary[f'{kind}_before_s'] * 1e3:.1f} ms as written -> "
                   f"{summary[f'{kind}_after_s'] * 1e3:.1f} ms "
                   + ("placed" if summary["written"] else "(kept as written)")
                   + (" (medians)" if kind == "measured" else "")
@@ -570,6 +582,7 @@ def _compare(args) -> int:
                                 memory_per_device=args.memory_per_device, link=args.link,
                                 max_groups=args.max_groups, seed=args.seed,
                                 options=_placer_options(args), cache=args.cache,
+                                objective=args.objective, stream=args.stream,
                                 progress=advanced)
     if args.csv:
         table.to_csv(args.csv, index=False)

@@ -1,7 +1,8 @@
 """The scoreboard: every placer on every graph and device count, simulated or measured.
 
 One row per (graph, devices, method): the step time (simulated from the profile, or the median
-of real runs with their spread), the simulator's prediction beside it, the lower bound, the ratio
+of real runs with their spread; under the throughput objective, the seconds per step of a
+stream of steps in flight, simulated or real), the simulator's prediction beside it, the lower bound, the ratio
 to the best feasible method and to the bound, how long the placer took to decide, and whether
 the placement fits in memory. One row per (graph, devices) names the lower bound itself.
 
@@ -23,9 +24,11 @@ from tf_placeto.errors import InputError, PlacetoError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure import fitting
 from tf_placeto.measure.costmodel import Link
+from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import RealMeasurer
 from tf_placeto.measure.runtime import Runtime, open_runtime
-from tf_placeto.placers.objectives import OBJECTIVES
+from tf_placeto.placers.objectives import MODEL_SCORES
+from tf_placeto.placers.problem import IN_FLIGHT, objective_and_in_flight
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
 COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
@@ -51,21 +54,27 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             methods: Sequence[str], memory: Optional[MemoryLimit] = None,
             real: Optional[RealRuns] = None, seed: int = 0,
             progress: Callable[[str], None] = lambda message: None,
-            options: Optional[dict] = None, link=None) -> pd.DataFrame:
+            options: Optional[dict] = None, link=None, objective: str = "latency",
+            in_flight: int = IN_FLIGHT) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
     options: placer options by their names (methods.options(): budget, ...); link: simulate
     devices joined by this tf_placeto.measure.costmodel.Link instead of the measured links.
+    objective: what the placers optimise and the table ranks by: "latency" (one step) or
+    "throughput" (seconds per step with `in_flight` steps at once).
 
     table.attrs["group_devices"]: {(graph, devices, method): the decision, a device index per
     group}, so that a caller can write a placement out without deciding it again."""
     rows, decided = [], {}
     for workload in workloads:
         for count in device_counts:
-            problem = workload.problem(count, memory, link)
+            problem = workload.problem(count, memory, link).with_objective(objective,
+                                                                          in_flight)
             rows += _rows_for(workload, problem, methods, real, seed, progress, options,
                               decided)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table.attrs["group_devices"] = decided
+    table.attrs["objective"] = objective
+    table.attrs["in_flight"] = in_flight if objective == "throughput" else None
     _rank(table)
     _check_honest(table, simulated=real is None)
     return table
@@ -78,6 +87,7 @@ def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = No
                     memory_per_device: Optional[str] = None, link: Optional[str] = None,
                     max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0,
                     options: Optional[dict] = None, cache: Optional[str] = None,
+                    objective: str = "latency", stream: Optional[int] = None,
                     progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
     """`compare` from sources, as `tf-placeto compare` runs it: on the devices or cluster
     (neither: local:2, two worker processes), every graph profiled there (cached), every
@@ -87,6 +97,7 @@ def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = No
     for method in methods:
         placement_methods.spec(method)
     placement_methods.check_options(options)
+    objective, in_flight = objective_and_in_flight(objective, stream)
     memory = MemoryLimit.parse(memory_per_device)
     link = Link.parse(link) if link else None
     if link is not None and not simulate:
@@ -101,7 +112,8 @@ def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = No
                      for graph in graphs]
         real = None if simulate else RealRuns(runtime, repeats=repeats, best=measure_best)
         return compare(workloads, counts, methods, memory=memory, real=real, seed=seed,
-                       progress=progress, options=options, link=link)
+                       progress=progress, options=options, link=link, objective=objective,
+                       in_flight=in_flight)
 
 
 def _rows_for(workload, problem, methods, real, seed, progress, options, decided) -> list:
@@ -120,16 +132,17 @@ def _rows_for(workload, problem, methods, real, seed, progress, options, decided
             rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
             continue
         simulated = problem.simulate(decision.group_devices)
+        scored = problem.evaluate(decision.group_devices)
         decisions.append(decision)
         decided[(workload.name, problem.n_devices, method)] = decision.group_devices
         rows.append({**base, "method": method, "decide_s": decision.decide_s,
                      "evaluations": decision.info.get("evaluations"),
                      "evaluations_to_5pct": decision.info.get("evaluations_to_5pct"),
-                     "predicted_s": simulated.step_time_us / 1e6,
-                     "status": "ok" if simulated.feasible else "infeasible",
-                     "step_s": simulated.step_time_us / 1e6, "spread_s": 0.0, "runs": 0,
+                     "predicted_s": scored.us_per_step / 1e6,
+                     "status": "ok" if scored.feasible else "infeasible",
+                     "step_s": scored.us_per_step / 1e6, "spread_s": 0.0, "runs": 0,
                      "peak_memory_bytes": float(simulated.peak_memory_bytes.max()),
-                     "reason": "" if simulated.feasible else "exceeds the memory limit"})
+                     "reason": "" if scored.feasible else "exceeds the memory limit"})
     placed = [row for row in rows[1:] if row["status"] != "failed"]
     _against_the_optimum(problem, decisions, placed)
     if real is not None:
@@ -144,7 +157,7 @@ def _against_the_optimum(problem, decisions, rows) -> None:
     exact = next((d for d in decisions if d.method == EXACT), None)
     if exact is None or not exact.info.get("objective_us"):
         return
-    score = OBJECTIVES[exact.info["objective"]]
+    score = MODEL_SCORES[exact.info["objective"]]
     for decided, row in zip(decisions, rows):
         value = score(problem, decided.group_devices)
         row.update(objective_s=value / 1e6, vs_optimal=value / exact.info["objective_us"])
@@ -154,27 +167,38 @@ def _against_the_optimum(problem, decisions, rows) -> None:
 
 
 def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progress) -> None:
-    measurer = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
-                            repeats=real.repeats, warmup=real.warmup, timeout_s=real.timeout_s)
+    """Real step times of the chosen decisions, one after another (latency); under the
+    throughput objective, streams of the problem's steps in flight, in turns."""
     chosen = _to_measure(rows, real.best)
-    placements, results = [], []
+    measured = []                           # (decision, its row, its placement)
     for decided, row in zip(decisions, rows):
-        if row["method"] not in chosen:
+        if row["method"] in chosen:
+            measured.append((decided, row, problem.placement(decided.group_devices)))
+        else:
             row.update(step_s=np.nan, spread_s=np.nan, reason=(
                 f"not measured: not among the {real.best} best predicted"))
-            continue
-        progress(f"{workload.name}: measuring {decided.method} for real")
-        placement = problem.placement(decided.group_devices)
-        [result] = measurer.evaluate([placement], labels=[decided.method])
-        placements.append(placement)
-        results.append(result)
+    placements = [placement for _, _, placement in measured]
+    labels = [decided.method for decided, _, _ in measured]
+    progress(f"{workload.name}: measuring {', '.join(labels)} for real")
+    if problem.objective == "throughput":
+        results = measure_interleaved(workload.graph, real.runtime, placements, labels,
+                                      repeats=real.repeats, warmup=real.warmup,
+                                      timeout_s=real.timeout_s, trace=False,
+                                      stream=problem.in_flight)
+    else:
+        results = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
+                               repeats=real.repeats, warmup=real.warmup,
+                               timeout_s=real.timeout_s).evaluate(placements, labels=labels)
+    for (_, row, _), result in zip(measured, results):
         row.update(status=result.status, step_s=result.step_time_s, spread_s=result.spread_s,
                    runs=result.runs, reason=result.reason,
-                   peak_memory_bytes=float(max(result.peak_memory_bytes.values(), default=np.nan)))
-    # One session: the placements of one comparison are timed one after another, together.
-    fitting.record(workload.profile_dir, workload.graph,
-                   DeviceSet.from_strings(real.runtime.device_names), placements, results,
-                   "compare")
+                   peak_memory_bytes=float(max(result.peak_memory_bytes.values(),
+                                               default=np.nan)))
+    if problem.objective == "latency":   # the simulator is fitted to one step at a time
+        # One session: the placements of one comparison are timed one after another, together.
+        fitting.record(workload.profile_dir, workload.graph,
+                       DeviceSet.from_strings(real.runtime.device_names), placements, results,
+                       "compare")
 
 
 def _to_measure(rows, best: Optional[int]) -> set:
@@ -211,9 +235,11 @@ def _check_honest(table: pd.DataFrame, simulated: bool) -> None:
 
 def printable(table: pd.DataFrame) -> str:
     """The table as people read it: milliseconds, ratios, MiB."""
+    in_flight = table.attrs.get("in_flight")
+    per_step = "" if in_flight is None else f" per step, {in_flight} in flight"
     shown = pd.DataFrame({
         "graph": table["graph"], "devices": table["devices"], "method": table["method"],
-        "step (ms)": table["step_s"] * 1e3,
+        f"step (ms){per_step}": table["step_s"] * 1e3,
         "spread (ms)": table["spread_s"] * 1e3,
         "predicted (ms)": table["predicted_s"] * 1e3,
         "x best": table["vs_best"], "x bound": table["vs_lower_bound"],

@@ -1,6 +1,7 @@
 """The placement methods: every placer that declares a PLACER (the algorithmic ones of
 tf_placeto.placers, then the learned ones of tf_placeto.policy.placers), in report order, and
-method "auto", which tries the candidates and keeps the best simulated step.
+method "auto", which tries the candidates and keeps the best simulated under the problem's
+objective (the step, or the seconds per step of a stream: PlacementProblem.evaluate).
 
 Every list of methods, every placer option and every check of a method's name or an option's
 value comes from here, so that a new placer is one module and nothing else.
@@ -21,7 +22,7 @@ from tf_placeto.placers.run import PlacerResult
 log = logging.getLogger(__name__)
 
 # "auto": the placers whose spec says auto (the shipped Placeto policy fine-tuned briefly and
-# the algorithmic placers worth trying); the decision with the best simulated step wins.
+# the algorithmic placers worth trying); the best simulated decision under the objective wins.
 AUTO = "auto"
 PACKAGES = ("tf_placeto.placers", "tf_placeto.policy.placers")
 
@@ -120,9 +121,9 @@ def decide(method: str, problem: PlacementProblem, seed: int = 0,
         except PlacetoError as exc:
             notes.append(f"{name}: {exc}")
             continue
-        simulated = problem.simulate(decided.group_devices)
-        steps[f"{name}_us"] = simulated.step_time_us
-        tried.append(((not simulated.feasible, simulated.step_time_us), decided))
+        simulated = problem.evaluate(decided.group_devices)
+        steps[f"{name}_us"] = simulated.us_per_step
+        tried.append(((not simulated.feasible, simulated.us_per_step), decided))
     ranked = [decided for _, decided in sorted(tried, key=lambda pair: pair[0])]
     best = ranked[0]
     info = {"chosen": best.method, **steps, **best.info}

@@ -35,6 +35,7 @@ from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress_to
 from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.placement import Placement
+from tf_placeto.placers.problem import objective_and_in_flight
 from tf_placeto.workload import MemoryLimit
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
              placer_options: Optional[dict] = None,
              measure: str = "auto", memory_per_device: Optional[str] = None,
              max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, cache: Optional[str] = None,
+             objective: str = "latency", stream: Optional[int] = None,
              verbose: bool = True) -> OptimizedStep:
     """Place `function` (a tf.function, traced with the example arguments) on `devices`.
 
@@ -158,10 +160,13 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
     written and the best placements on the devices (on a copy of the variables) and keeps a
     placement only if it is faster beyond the noise, "simulate" predicts both from the
     profile and keeps the best predicted placement, "auto" measures for real when all
-    devices are in this process.
+    devices are in this process. objective: "latency" (one step as short as possible) or
+    "throughput" (the most steps per second with `stream` calls in flight, default 4, as a
+    server or an input pipeline keeps them): what is optimised, predicted and timed.
     """
     if measure not in MEASURE_MODES:
         raise InputError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")
+    objective, in_flight = objective_and_in_flight(objective, stream)
     methods.spec(method)
     with _progress_on_stderr(verbose):
         concrete = _concrete_function(function, example_args, example_kwargs or {})
@@ -180,7 +185,8 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
                     memory=MemoryLimit.parse(memory_per_device), pins=pins,
                     max_groups=max_groups, cache=cache, seed=seed,
                     options={"policy": policy, "budget": budget, **(placer_options or {})},
-                    measure=present and measure != "simulate")
+                    measure=present and measure != "simulate", objective=objective,
+                    in_flight=in_flight)
         finally:
             shutil.rmtree(export_dir, ignore_errors=True)
         if outcome.verdict:

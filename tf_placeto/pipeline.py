@@ -5,7 +5,9 @@
     placement kept only if faster beyond the noise both times
 
 `tf_placeto.place()` and the `tf-placeto place` command write the kept placement into a copy
-of the source; `tf_placeto.optimize()` runs it around the caller's tf.function. Both run these
+of the source; `tf_placeto.optimize()` runs it around the caller's tf.function. Under the
+throughput objective every step above is about a stream of steps in flight: the decisions,
+the prediction and the real measurement (each round a stream, seconds per step once full). Both run these
 steps here, in this order, so that what one surface decides the other decides too. The
 simulator ranks the decisions but does not have the last word: on models it was not tuned on
 it has predicted gains for placements that ran several times slower.
@@ -29,7 +31,7 @@ from tf_placeto.measure.noise import CONFIDENCE, rounds_for
 from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.placement import Placement
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import IN_FLIGHT, PlacementProblem
 from tf_placeto.placers.run import PlacerResult
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
@@ -84,7 +86,8 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         max_groups: int = DEFAULT_MAX_GROUPS, signature: Optional[str] = None,
         tag_set: Optional[str] = None, cache: Optional[str] = None, seed: int = 0,
         options: Optional[dict] = None, measure: bool = True,
-        measure_budget_s: float = MEASURE_BUDGET_S) -> Outcome:
+        measure_budget_s: float = MEASURE_BUDGET_S, objective: str = "latency",
+        in_flight: int = IN_FLIGHT) -> Outcome:
     """Place `source` with `method` on the devices of `runtime` (or on `n_devices` devices
     like them, simulated) and predict the step as written and as placed. With `measure`, the
     best few decisions by simulation (method auto: from different placers) and the graph as
@@ -98,10 +101,12 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
 
     pins: {op name: device} for ops that must stay where they are (a tf.function's variables
     live on their caller's devices). options: the placers' options (methods' option names).
+    objective: "latency" (one step) or "throughput" (`in_flight` steps at once): what the
+    placers optimise, the simulator predicts and the real runs time.
     """
     workload = load_workload(source, runtime, max_groups=max_groups, signature=signature,
                              tag_set=tag_set, cache=cache)
-    problem = workload.problem(n_devices, memory)
+    problem = workload.problem(n_devices, memory).with_objective(objective, in_flight)
     if pins:
         problem = _pinned(problem, workload, pins)
     log.info("placing %d groups on %d devices with %s", len(workload.groups),
@@ -117,42 +122,59 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     if measure:
         log.info("measuring the graph as written and %d candidate placements for real, in "
                  "turns", len(candidates))
-        outcome.measured = _measure(workload, runtime, [None, *placements],
+        outcome.measured = _measure(workload, problem, runtime, [None, *placements],
                                     ["as written", *(c.method for c in candidates)],
                                     measure_budget_s)
-        _record(workload, runtime, [None, *placements], outcome.measured)
+        _record(workload, problem, runtime, [None, *placements], outcome.measured)
         best = outcome.again = _faster_beyond_noise(outcome.measured[1:])
         if best is not None:
             log.info("measuring %s again against the graph as written, in new sessions",
                      candidates[best].method)
-            outcome.confirmed = _measure(workload, runtime, [None, placements[best]],
+            outcome.confirmed = _measure(workload, problem, runtime, [None, placements[best]],
                                          ["as written", f"{candidates[best].method}, again"],
                                          measure_budget_s)
-            _record(workload, runtime, [None, placements[best]], outcome.confirmed)
+            _record(workload, problem, runtime, [None, placements[best]], outcome.confirmed)
             if _faster_beyond_noise(outcome.confirmed[1:]) is not None:
                 outcome.winner = best
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
-    measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation)
+    measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation,
+                                 stream=_stream(problem))
     if outcome.placement is None:          # kept as written: predicted before = after
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:
         outcome.predicted = measurer.evaluate([None, outcome.placement], list(LABELS))
     # the surfaces say it, once
-    outcome.verdict = _verdict(outcome) if measure else _predicted_verdict(outcome)
+    outcome.verdict = _timed_as(problem) + (_verdict(outcome) if measure
+                                            else _predicted_verdict(outcome))
     return outcome
 
 
-def _measure(workload: Workload, runtime: Runtime, placements: list, labels: list,
-             budget_s: float) -> list:
+def _stream(problem: PlacementProblem) -> int:
+    """Steps in flight of the problem's real and simulated runs: 0 (one at a time) for
+    latency."""
+    return problem.in_flight if problem.objective == "throughput" else 0
+
+
+def _timed_as(problem: PlacementProblem) -> str:
+    """How a verdict's figures were taken, as its first words ('' for one step at a time)."""
+    return f"throughput, {problem.in_flight} steps in flight: " if _stream(problem) else ""
+
+
+def _measure(workload: Workload, problem: PlacementProblem, runtime: Runtime,
+             placements: list, labels: list, budget_s: float) -> list:
     """Real results of `placements` timed in turns, each in a session of its own, for at
-    least the rounds a 95% interval needs."""
+    least the rounds a 95% interval needs; streams under the throughput objective."""
     return measure_interleaved(workload.graph, runtime, placements, labels, budget_s=budget_s,
                                min_rounds=rounds_for(CONFIDENCE), trace=False,
-                               journal_dir=workload.profile_dir)
+                               journal_dir=workload.profile_dir, stream=_stream(problem))
 
 
-def _record(workload: Workload, runtime: Runtime, placements: list, results: list) -> None:
-    """Log real results for the simulator's fit (tf_placeto.measure.fitting)."""
+def _record(workload: Workload, problem: PlacementProblem, runtime: Runtime,
+            placements: list, results: list) -> None:
+    """Log real results for the simulator's fit (tf_placeto.measure.fitting), which is
+    fitted to one step at a time: streams are not logged."""
+    if _stream(problem):
+        return
     fitting.record(workload.profile_dir, workload.graph,
                    DeviceSet.from_strings(runtime.device_names), placements, results, "place")
 

@@ -40,20 +40,23 @@ def test_a_two_stage_chain_split_over_two_devices_doubles_throughput():
     assert one_at_a_time.steps_per_s == pytest.approx(1e6 / 203.0)   # + the transfer
 
 
-def test_a_variable_update_does_not_overlap_the_next_steps_read():
+def test_a_variable_update_does_not_overlap_the_next_steps_update():
     """op0 holds a variable; op1 reads it, op2 computes, op3 updates it (through the handle).
-    The next step's read waits for this step's update, even with the compute elsewhere and
-    many steps in flight; an op without state (op4, from its own input) overlaps freely."""
+    Each of the variable's ops waits for the same op of the step before, even with the
+    compute elsewhere and many steps in flight; the next step's read need not wait for this
+    step's update (steps on one session do not), and an op without state (op4, from its own
+    input) overlaps freely."""
     problem = make_problem([0.0, 10.0, 100.0, 10.0, 50.0],
                            tensors=[(0, 8), (1, 8), (2, 8)],
                            edges=[(0, 1), (1, 2), (2, 3), (0, 3)],
                            persistent=np.array([8, 0, 0, 0, 0]), n_devices=2)
     assert [list(group) for group in state_groups(problem)] == [[0, 1, 3]]
-    stream = unrolled_times(problem, [0, 0, 1, 0, 1], in_flight=4, steps=4)
-    read, update = stream["start"][:, 1], stream["end"][:, 3]
-    assert np.all(read[1:] >= update[:-1])
-    free = stream["start"][:, 4]
-    assert free[1] < update[0]        # the stateless op of step 1 ran before step 0 ended
+    stream = unrolled_times(problem, [0, 0, 1, 1, 1], in_flight=4, steps=4)
+    start, end = stream["start"], stream["end"]
+    for op in (0, 1, 3):
+        assert np.all(start[1:, op] >= end[:-1, op])
+    assert start[1, 1] < end[0, 3]    # step 1 read before step 0 updated
+    assert start[1, 4] < end[0, 3]    # the stateless op of step 1 ran before step 0 ended
 
 
 def test_an_explicit_dependency_orders_steps():

@@ -3,7 +3,7 @@ side."""
 
 import pytest
 
-from tests.helpers import step_us
+from tests.helpers import build_problem, step_us
 from tf_placeto import methods
 
 
@@ -16,3 +16,20 @@ def test_list_schedulers_use_the_branches_of_a_wide_graph(method, two_devices, f
         dealt = step_us(problem, methods.place("round_robin", problem).group_devices)
         assert scheduled <= dealt
         assert scheduled <= 1.2 * problem.lower_bound_us()
+
+
+@pytest.mark.parametrize("method", ["m_etf", "m_sct", "heft"])
+def test_under_throughput_list_schedulers_stream_faster_than_their_latency_decisions(
+        method, small_cnn_groups, mlp_groups):
+    """Scheduled for the stream's steady state (loads, not waits), each list scheduler's
+    decision keeps more steps per second flowing than its one-step decision, on both graphs
+    at 2 and 4 devices, and no stream beats the throughput bound."""
+    for groups in (small_cnn_groups, mlp_groups):
+        for n_devices in (2, 4):
+            latency = build_problem(groups, n_devices)
+            throughput = latency.with_objective("throughput")
+            for_one_step = methods.place(method, latency).group_devices
+            for_a_stream = methods.place(method, throughput).group_devices
+            streamed = throughput.evaluate(for_a_stream).us_per_step
+            assert streamed < throughput.evaluate(for_one_step).us_per_step
+            assert streamed >= throughput.lower_bound_us()

@@ -122,7 +122,7 @@ def test_options_map_to_each_placers_keywords_and_are_checked():
     for given, message in (({"budget": -1}, "--budget must be at least 0, not -1"),
                            ({"rnn_budget": 0}, "--rnn-budget must be at least 1, not 0"),
                            ({"time_limit": 0.0}, "--time-limit must be above 0, not 0"),
-                           ({"objective": "energy"}, "--objective must be one of latency"),
+                           ({"start": "nowhere"}, "--start must be one of"),
                            ({"depth": 3}, "unknown placer option 'depth'")):
         with pytest.raises(PlacetoError, match=message):
             methods.check_options(given)

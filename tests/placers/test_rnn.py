@@ -31,6 +31,16 @@ def test_decisions_are_valid_repeatable_and_say_what_they_cost(four_devices):
     assert json.loads(json.dumps(info)) == info
 
 
+def test_under_throughput_it_learns_on_the_stream(two_devices):
+    """Its objective is then the seconds per step of a stream (memory fits: no penalty)."""
+    streaming = two_devices.with_objective("throughput", in_flight=2)
+    decided = methods.place("rnn", streaming, budget=16)
+    assert decided.info["objective_us"] == pytest.approx(
+        streaming.evaluate(decided.group_devices).us_per_step)
+    assert Objective(streaming).single_us == pytest.approx(
+        streaming.evaluate(np.zeros(streaming.n_groups, np.int64)).us_per_step)
+
+
 def test_kernel_rules_are_obeyed(two_devices):
     """Every other group has no kernel on device 0, one group has one only on device 0."""
     problem = two_devices

@@ -203,7 +203,7 @@ class StepSession:
             with concurrent.futures.ThreadPoolExecutor(in_flight) as pool:
                 for running in [pool.submit(serve) for _ in range(in_flight)]:
                     running.result()
-            return steady_seconds_per_step(ends)
+            return steady_seconds_per_step(ends, in_flight)
 
         return self._watched(stream)
 

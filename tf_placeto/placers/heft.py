@@ -16,7 +16,7 @@ import numpy as np
 
 from tf_placeto.placers.common import edge_timing, mean_compute_us
 from tf_placeto.placers.list_scheduling import earliest_finish_by_priority
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import PlacerSpec
 
 
@@ -41,4 +41,4 @@ def upward_rank(problem: PlacementProblem) -> np.ndarray:
 
 PLACER = PlacerSpec(
     "heft", place, "HEFT: by upward rank, each group to the device where it finishes first",
-    order=90, fast=True, auto=True)
+    order=90, fast=True, auto=True, objectives=OBJECTIVES)

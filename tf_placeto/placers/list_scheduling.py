@@ -12,6 +12,14 @@ as the simulator's channels do. Only forward edges order groups: feedback edges 
 backwards and carry no precedence. "Ready" means every producer is scheduled (placed, with a
 start time), not finished.
 
+Under the throughput objective (PlacementProblem.objective) the schedule is the stream's
+steady state instead, where steps in flight hide the waits of one step: a device's timeline
+is its load per step, a group may start as soon as its device is free whatever its inputs'
+progress, and an edge that crosses devices adds its transfer to both ends' loads (CPU workers
+serialize and deserialize it) and its consumer's remote extra to the receiver's: the busiest
+device's load is then the pipelined throughput objective (objectives.device_loads_us). Both
+drivers then pick by finish first: what a group adds to the busiest load is what counts.
+
 Memory: a group is only offered devices with its kernel whose modelled memory still has room
 for it (Baechi's m- prefix); when none has, the allowed device with the most room (best effort).
 
@@ -41,6 +49,7 @@ class _Schedule:
 
     def __init__(self, problem: PlacementProblem):
         self.problem = problem
+        self.pipelined = problem.objective == "throughput"
         n_groups, n_devices = problem.n_groups, problem.n_devices
         self.timing = edge_timing(problem)
         self.device_of = np.full(n_groups, -1, np.int64)
@@ -54,29 +63,70 @@ class _Schedule:
         for e, (a, b) in enumerate(zip(problem.edge_src, problem.edge_dst)):
             self.in_edges[b].append(e)
             self.outputs[a].append(int(b))
+        self.feedback = [[] for _ in range(n_groups)]   # (feedback edge, the other end)
+        for e, (a, b) in enumerate(zip(problem.feedback_src, problem.feedback_dst)):
+            self.feedback[a].append((e, int(b)))
+            self.feedback[b].append((e, int(a)))
         self.waiting = np.array([len(e) for e in self.in_edges], np.int64)
         self.ready = self.waiting == 0
 
     def offers(self, groups) -> tuple:
         """(start times, allowed) for `groups` x devices, allowed per the memory rule."""
         groups = np.atleast_1d(groups)
-        arrival = np.array([self._arrival(g)[0] for g in groups])
-        start = np.maximum(arrival.reshape(len(groups), -1), self.free_at[None, :])
+        if self.pipelined:
+            start = np.repeat(self.free_at[None, :], len(groups), axis=0)
+        else:
+            arrival = np.array([self._arrival(g)[0] for g in groups])
+            start = np.maximum(arrival.reshape(len(groups), -1), self.free_at[None, :])
         usable = fits(self.problem, groups, self.load)
         for row in np.flatnonzero(~usable.any(axis=1)):
             usable[row, roomiest_device(self.problem, groups[row], self.load)] = True
         return start, usable
 
+    def occupies(self, groups) -> np.ndarray:
+        """(len(groups), n_devices): how long each group keeps each device busy: its compute,
+        and, pipelined, its placed inputs' and feedback partners' crossings into it."""
+        groups = np.atleast_1d(groups)
+        busy = self.problem.compute_us[groups].copy()
+        if self.pipelined:
+            for row, g in enumerate(groups):
+                for _, here, _ in self._crossings(g):
+                    busy[row] += here
+        return busy
+
+    def _crossings(self, group: int):
+        """Pipelined: for each input or feedback edge of `group` whose other end is placed,
+        (that end's device, per device of `group` what the crossing adds to `group`'s device,
+        and what it adds to that end's): both pay the transfer, the receiver its remote extra
+        too (as objectives.device_loads_us counts them)."""
+        problem = self.problem
+        devices = np.arange(problem.n_devices)
+        ends = [(problem.edge_src[e], problem.edge_bytes[e], problem.edge_extra_us[e], True)
+                for e in self.in_edges[group]]
+        ends += [(other, problem.feedback_bytes[e], problem.feedback_extra_us[e],
+                  problem.feedback_dst[e] == group) for e, other in self.feedback[group]]
+        for other, nbytes, extra, receives in ends:
+            src = self.device_of[other]
+            if src < 0:
+                continue
+            transfer = problem.crossing_us(nbytes, 0.0, src, devices)
+            paid = np.where(devices != src, extra, 0.0)
+            yield src, transfer + paid * receives, transfer + paid * (not receives)
+
     def assign(self, group: int, device: int, start: float) -> None:
         if not self.ready[group]:
             raise ValueError(f"group {group} scheduled before its inputs")
-        for src, channel_free_at in self._arrival(group)[1].items():
-            if src != device:
-                self.channel_free_at[src, device] = channel_free_at[device]
+        if self.pipelined:
+            for src, _, there in self._crossings(group):
+                self.free_at[src] += there[device]
+        else:
+            for src, channel_free_at in self._arrival(group)[1].items():
+                if src != device:
+                    self.channel_free_at[src, device] = channel_free_at[device]
         self.ready[group] = False
         self.device_of[group] = device
         self.start[group] = start
-        self.free_at[device] = start + self.problem.compute_us[group, device]
+        self.free_at[device] = start + self.occupies(group)[0, device]
         self.load[device] += self.problem.memory_bytes[group]
         self.last_on[device] = group
         for successor in self.outputs[group]:
@@ -114,7 +164,8 @@ def earliest_start_first(problem: PlacementProblem,
                          favourite_child: Optional[np.ndarray] = None) -> tuple:
     """ETF (favourite_child None) or SCT (favourite_child[g]: g's favourite, -1 for none).
 
-    Ties: earliest finish, then lowest group id, then lowest device index.
+    Ties: earliest finish, then lowest group id, then lowest device index. Pipelined
+    (module doc): earliest finish first, then earliest start.
     """
     schedule = _Schedule(problem)
     while schedule.ready.any():
@@ -123,8 +174,10 @@ def earliest_start_first(problem: PlacementProblem,
         if favourite_child is not None:
             usable &= ~_held_for_favourites(schedule, ready, start, usable, favourite_child)
         start = np.where(usable, start, np.inf)
-        finish = start + problem.compute_us[ready]
-        best = np.lexsort((finish.ravel(), start.ravel()))[0]
+        finish = start + schedule.occupies(ready)
+        keys = (start.ravel(), finish.ravel()) if schedule.pipelined else (finish.ravel(),
+                                                                            start.ravel())
+        best = np.lexsort(keys)[0]
         row, device = divmod(int(best), problem.n_devices)
         schedule.assign(ready[row], device, start[row, device])
     return schedule.result()
@@ -138,7 +191,7 @@ def earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray)
         ready = np.flatnonzero(schedule.ready)
         group = int(ready[np.argmax(priority[ready])])
         start, usable = schedule.offers(group)
-        finish = np.where(usable[0], start[0] + problem.compute_us[group], np.inf)
+        finish = np.where(usable[0], start[0] + schedule.occupies(group)[0], np.inf)
         device = int(np.argmin(finish))
         schedule.assign(group, device, start[0, device])
     return schedule.result()

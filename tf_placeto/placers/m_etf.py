@@ -8,7 +8,7 @@ its inputs from other devices, among devices with the group's kernel and modelle
 from __future__ import annotations
 
 from tf_placeto.placers.list_scheduling import earliest_start_first
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import PlacerSpec
 
 
@@ -19,4 +19,4 @@ def place(problem: PlacementProblem, *, seed: int = 0) -> tuple:
 
 PLACER = PlacerSpec(
     "m_etf", place, "m-ETF (Baechi): earliest-time-first list scheduling under memory limits",
-    order=70, fast=True, auto=True)
+    order=70, fast=True, auto=True, objectives=OBJECTIVES)

@@ -25,7 +25,7 @@ import scipy.sparse
 
 from tf_placeto.placers.common import edge_timing, mean_compute_us
 from tf_placeto.placers.list_scheduling import earliest_start_first
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import PlacerSpec
 
 ROUNDING_THRESHOLD = 0.5
@@ -95,4 +95,4 @@ def favourite_children(problem: PlacementProblem, edge_x: np.ndarray) -> np.ndar
 
 PLACER = PlacerSpec(
     "m_sct", place, "m-SCT (Baechi): m-ETF with favourite children from a linear program",
-    order=80, fast=True, auto=True)
+    order=80, fast=True, auto=True, objectives=OBJECTIVES)

@@ -83,7 +83,8 @@ def throughput_objective_us(problem: PlacementProblem, group_devices) -> float:
     return float(device_loads_us(problem, group_devices).max(initial=0.0))
 
 
-OBJECTIVES = {"latency": latency_objective_us, "throughput": throughput_objective_us}
+# the exact placer's model of each objective of PlacementProblem.objective
+MODEL_SCORES = {"latency": latency_objective_us, "throughput": throughput_objective_us}
 
 
 def device_loads_us(problem: PlacementProblem, group_devices) -> np.ndarray:

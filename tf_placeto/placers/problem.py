@@ -13,6 +13,12 @@ are slower with an input from another device, that extra time of the consumer's 
 Memory is modelled linearly so that placers can budget it: a group holds its variables for the
 whole step plus a share of its outputs, the share chosen so that the groups of the whole graph
 add up to its simulated single-device peak. The simulator remains the judge of feasibility.
+
+The problem also says what a placement is for (`objective`): "latency", one step as short as
+possible, or "throughput", as many steps per second as possible with `in_flight` steps at once
+(a server's concurrent requests, a training loop that keeps steps queued). `evaluate` scores a
+decision under it in the op-level simulator, one step or a stream (simulator.stream); every
+placer that optimises something follows it (PlacerSpec.objectives says which).
 """
 
 from __future__ import annotations
@@ -23,9 +29,36 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tf_placeto.errors import InputError
 from tf_placeto.graph.grouping import GroupGraph, coarsen
 from tf_placeto.measure import simulator
 from tf_placeto.measure.measurer import simulation_problem
+from tf_placeto.measure.simulator.stream import Stream
+
+OBJECTIVES = ("latency", "throughput")
+IN_FLIGHT = 4      # steps at once under the throughput objective, unless the caller says
+
+
+def objective_and_in_flight(objective: str = "latency", stream: Optional[int] = None) -> tuple:
+    """(objective, steps in flight) from what a user asked for, checked: `stream` (steps in
+    flight, default IN_FLIGHT) belongs to the throughput objective alone."""
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+    if stream is not None and objective != "throughput":
+        raise InputError("a stream's steps in flight are the throughput objective's: pass "
+                         "objective throughput with them")
+    if stream is not None and stream < 1:
+        raise InputError(f"a stream needs at least 1 step in flight, not {stream}")
+    return objective, stream or IN_FLIGHT
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """A decision under the problem's objective, in the op-level simulator."""
+
+    us_per_step: float             # latency: the step; throughput: once the stream is full
+    feasible: bool                 # every device's simulated peak within its capacity
+    memory_excess_bytes: float     # sum over devices of what the peaks pass capacity by
 
 
 @dataclasses.dataclass
@@ -48,8 +81,17 @@ class PlacementProblem:
     single_device_peak_bytes: float = 0.0
     edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
     feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
+    objective: str = "latency"                      # one of OBJECTIVES
+    in_flight: int = IN_FLIGHT                      # throughput: steps at once
+    # the stream of the throughput objective, unrolled once per problem (see evaluate)
+    stream: Optional[Stream] = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; objectives: "
+                             f"{', '.join(OBJECTIVES)}")
+        if self.in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {self.in_flight}")
         for name, edges in (("edge_extra_us", self.edge_src),
                             ("feedback_extra_us", self.feedback_src)):
             if getattr(self, name) is None:
@@ -115,7 +157,15 @@ class PlacementProblem:
         capacity = np.asarray(capacity_bytes, np.float64).reshape(self.n_devices)
         simulation = copy.copy(self.simulation)     # arrays shared; only the capacity differs
         simulation.memory_capacity = capacity
-        return dataclasses.replace(self, capacity_bytes=capacity, simulation=simulation)
+        return dataclasses.replace(self, capacity_bytes=capacity, simulation=simulation,
+                                   stream=None)
+
+    def with_objective(self, objective: str, in_flight: Optional[int] = None
+                       ) -> "PlacementProblem":
+        """The same problem placed for another objective (in_flight: steps at once under
+        throughput; default: as now)."""
+        return dataclasses.replace(self, objective=objective,
+                                   in_flight=in_flight or self.in_flight, stream=None)
 
     def with_pins(self, device_of_group: dict) -> "PlacementProblem":
         """The same problem with some groups held on one device ({group: device index}),
@@ -135,7 +185,9 @@ class PlacementProblem:
         if self.n_groups <= max_groups:
             return self, np.arange(self.n_groups)
         groups, chunk_of_group = coarsen(self.groups, max_groups)
-        coarse = PlacementProblem.from_simulation(groups, self.simulation, self.capacity_bytes)
+        coarse = PlacementProblem.from_simulation(groups, self.simulation, self.capacity_bytes
+                                                  ).with_objective(self.objective,
+                                                                   self.in_flight)
         barred = np.zeros((coarse.n_groups, self.n_devices), dtype=bool)
         np.logical_or.at(barred, chunk_of_group, ~self.allowed)    # pins included
         coarse.compute_us[barred] = np.inf
@@ -232,13 +284,34 @@ class PlacementProblem:
         return simulator.simulate(self.simulation, self.op_devices(self.check(group_devices)),
                                   schedule=schedule)
 
+    def evaluate(self, group_devices) -> Evaluation:
+        """The decision under the problem's objective: the simulated step (latency), or the
+        simulated seconds per step of a stream of `in_flight` steps once it is full
+        (throughput)."""
+        if self.objective == "latency":
+            result = self.simulate(group_devices)
+            return Evaluation(result.step_time_us, result.feasible, result.memory_excess_bytes)
+        if self.stream is None:
+            self.stream = Stream(self.simulation, self.in_flight)
+        flow = self.stream.simulate(self.op_devices(self.check(group_devices)))
+        excess = np.maximum(flow.peak_memory_bytes - self.simulation.memory_capacity, 0.0)
+        return Evaluation(1e6 / flow.steps_per_s, flow.feasible, float(excess.sum()))
+
     def placement(self, group_devices) -> dict:
         """{op name: device name} for the decision."""
         return self.groups.placement_for(
             [self.device_names[d] for d in self.check(group_devices)])
 
     def lower_bound_us(self) -> float:
-        return simulator.lower_bound_us(self.simulation)
+        """No decision scores below this under the problem's objective. Latency: the
+        op-level bound of one step (simulator.lower_bound_us). Throughput, per step of a full
+        stream: max(total work / devices, the largest group), each group on its fastest
+        device; a busiest link's bytes / bandwidth is 0 over all decisions (one device sends
+        nothing), so it bounds a decision, not the problem."""
+        if self.objective == "latency":
+            return simulator.lower_bound_us(self.simulation)
+        fastest = np.where(self.allowed, self.compute_us, np.inf).min(axis=1)
+        return float(max(fastest.sum() / self.n_devices, fastest.max(initial=0.0)))
 
     def device_loads(self, group_devices) -> np.ndarray:
         """Modelled memory per device under a decision."""

@@ -67,7 +67,8 @@ class PlacerSpec:
     itself: run once) or "one_device" (one device is what it means: never re-planned).
     time_limit_s: seconds its decision may take unless the caller says (None: no limit).
     workload: keywords the workload supplies (e.g. the expert's "layers"). order: its place
-    in reports, smallest first."""
+    in reports, smallest first. objectives: the objectives (PlacementProblem.objective) it
+    follows; empty for a placer that optimises neither and decides alike under both."""
 
     name: str
     place: Callable
@@ -79,6 +80,7 @@ class PlacerSpec:
     memory: str = "replans"
     time_limit_s: Optional[float] = None
     workload: tuple = ()
+    objectives: tuple = ()
 
     def __post_init__(self):
         if self.memory not in MEMORY_KINDS:

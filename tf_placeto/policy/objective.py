@@ -9,24 +9,28 @@ from tf_placeto.placers import single
 
 
 class Objective:
-    """What the learned placers minimise: the simulated step time plus a penalty for memory
+    """What the learned placers minimise: the problem's objective in the simulator (the step,
+    or the seconds per step of a stream: PlacementProblem.evaluate) plus a penalty for memory
     beyond the devices' capacity (shared, so that Placeto and the RNN planner compare)."""
 
     def __init__(self, problem: PlacementProblem):
         self.problem = problem
-        alone = problem.simulate(single_device(problem))
+        alone = single_device(problem)
         # A memory excess of one single-device peak costs as much as one single-device step.
-        self.penalty_us_per_byte = alone.step_time_us / max(problem.single_device_peak_bytes, 1)
-        self.single_us = self.value(alone)
+        self.penalty_us_per_byte = (problem.simulate(alone).step_time_us
+                                    / max(problem.single_device_peak_bytes, 1))
+        self.single_us = self(alone)[0]
 
     def __call__(self, group_devices: np.ndarray):
-        """(objective in us, simulation) of one placement."""
+        """(objective in us, one-step simulation) of one placement: the simulation's schedule
+        is what the policy observes, whichever the objective."""
         result = self.problem.simulate(group_devices)
-        return self.value(result), result
-
-    def value(self, result) -> float:
-        """The objective in us of a simulation of the problem."""
-        return result.step_time_us + self.penalty_us_per_byte * result.memory_excess_bytes
+        if self.problem.objective == "latency":
+            scored = result.step_time_us, result.memory_excess_bytes
+        else:
+            evaluation = self.problem.evaluate(group_devices)
+            scored = evaluation.us_per_step, evaluation.memory_excess_bytes
+        return scored[0] + self.penalty_us_per_byte * scored[1], result
 
 
 def single_device(problem: PlacementProblem) -> np.ndarray:

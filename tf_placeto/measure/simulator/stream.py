@@ -12,10 +12,14 @@ devices and links are shared, FIFO, exactly as within a step:
   latency runs from its start to its step-end op's end;
 - step k + K starts when step k has ended: each op of the later step with no predecessors
   waits for step k's step-end op;
-- state orders steps: the ops that touch one variable (the op holding it and every op that
-  reads or updates it through its handle) wait for all of that variable's ops of the step
-  before, so an update never overlaps the next step's read; `dependencies` adds pairs of ops
-  (a, b) where b of a step waits for a of the step before (an explicit dependency);
+- state orders steps: an op that touches a variable (the op holding it, every op that
+  reads or updates it through its handle) waits for the same op of the step before, so an
+  update never overlaps the next step's update of the same variable. Nothing more: steps in
+  flight on one TensorFlow session do not wait for each other's updates either (a later
+  step may read a variable before an earlier one updates it), and a read-only variable read
+  all over a step (a learning rate) would otherwise chain whole steps. `dependencies` adds
+  pairs of ops (a, b) where b of a step waits for a of the step before (an explicit
+  dependency);
 - everything else of two steps is independent.
 The variables' persistent bytes count once, not once per step. With K = 1 each step is the
 one-step simulation's step, one after the other.
@@ -52,12 +56,21 @@ def stream_steps(in_flight: int) -> int:
     return max(STEPS_PER_IN_FLIGHT * in_flight, MIN_STEPS)
 
 
-def steady_seconds_per_step(step_ends) -> float:
-    """Seconds per step over the later half of a stream whose steps ended at `step_ends`
-    (any order, any unit of seconds): 1 / throughput once the stream is full."""
+def steady_seconds_per_step(step_ends, in_flight: int) -> float:
+    """Seconds per step once a stream of `in_flight` steps at once is full, from the ends of
+    its steps (any order, any unit of seconds), over the later half of the steps that ended
+    while the stream was still full, in whole multiples of `in_flight` steps:
+    - the last in_flight - 1 steps are left out: nothing follows them, so they end sooner
+      than in a full stream (counting them put streams below the bound of their work);
+    - steps in flight tend to move in convoys of `in_flight` (they share the devices and
+      end close together), which a window of whole convoys measures without bias."""
     ends = np.sort(np.asarray(step_ends, dtype=float))
-    half = len(ends) // 2
-    return float((ends[-1] - ends[half - 1]) / (len(ends) - half))
+    last = len(ends) - in_flight          # the last step that ended in a full stream
+    span = in_flight * max(1, len(ends) // 2 // in_flight)
+    if last - span < 0:
+        raise ValueError(f"a stream of {in_flight} in flight needs at least "
+                         f"{in_flight + span} steps, not {len(ends)}")
+    return float((ends[last] - ends[last - span]) / span)
 
 
 class Stream:
@@ -88,7 +101,7 @@ class Stream:
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
         start[in_flight:] = step_end[:steps - in_flight]
-        per_step_us = steady_seconds_per_step(step_end)
+        per_step_us = steady_seconds_per_step(step_end, in_flight)
         rate = 1e6 / per_step_us if per_step_us > 0 else np.inf
         peak = result.peak_memory_bytes[:-1]
         return StreamResult(in_flight=in_flight, steps_per_s=float(rate),
@@ -135,11 +148,9 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
              ((sinks + op_offset).ravel(), np.repeat(step_end, len(sinks))),
              (np.repeat(step_end[released], len(sources)),
               (sources + (released + in_flight)[:, None] * n).ravel())]
-    pairs = [np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2)]
-    for group in state_groups(problem):
-        earlier, later = np.meshgrid(group, group, indexing="ij")
-        pairs.append(np.stack([earlier.ravel(), later.ravel()], axis=1))
-    pairs = np.concatenate(pairs)
+    stateful = np.unique(np.concatenate([np.zeros(0, np.int64), *state_groups(problem)]))
+    pairs = np.concatenate([np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2),
+                            np.stack([stateful, stateful], axis=1)])
     follows = (np.arange(steps - 1) * n)[:, None]
     edges.append(((pairs[:, 0] + follows).ravel(), (pairs[:, 1] + follows + n).ravel()))
     persistent = np.zeros(steps * n + steps, np.int64)

@@ -36,11 +36,11 @@ import numpy as np
 from tf_placeto.errors import InputError
 from tf_placeto.log import ticking
 from tf_placeto.placers.common import fast_decisions
-from tf_placeto.placers.objectives import OBJECTIVES
+from tf_placeto.placers.objectives import MODEL_SCORES
 from tf_placeto.placers.optimal import dp, milp
 from tf_placeto.placers.optimal.model import fits_memory, memory_excess_bytes
 from tf_placeto.placers.optimal.program import INTERFACES
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 
 SOLVERS = ("auto", "dp", "milp")
@@ -48,14 +48,16 @@ TIME_LIMIT_S = 30.0       # for the whole decision, unless the caller gives one
 PROVEN_GAP = 1e-5         # a gap that counts as proven optimal: HiGHS's own, and its tolerances
 
 
-def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency",
+def place(problem: PlacementProblem, *, seed: int = 0, objective: Optional[str] = None,
           time_limit: Optional[float] = TIME_LIMIT_S, solver: str = "auto",
           interface: str = "auto") -> tuple:
-    """seed: unused (deterministic). objective: "latency" or "throughput". time_limit: seconds
+    """seed: unused (deterministic). objective: "latency" or "throughput" (default: the
+    problem's), each solved on its model (placers.objectives). time_limit: seconds
     for the whole decision, None for no limit. solver: "auto" (the dynamic program where it
     applies), "dp" or "milp". interface: HiGHS through "highspy" or "scipy"; "auto": highspy
     where it is installed."""
     began = time.monotonic()
+    objective = objective or problem.objective
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; objectives: "
                          f"{', '.join(OBJECTIVES)}")
@@ -64,7 +66,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: str = "latency
     if interface not in ("auto", *INTERFACES):
         raise InputError(f"unknown solver interface {interface!r}; interfaces: auto, "
                          f"{', '.join(INTERFACES)}")
-    score = OBJECTIVES[objective]
+    score = MODEL_SCORES[objective]
     members = dp.pipeline_ideals(problem) \
         if objective == "throughput" and solver != "milp" else None
     if solver == "dp" and members is None:
@@ -112,9 +114,7 @@ def _search_state(incumbent_us: float, bound_us: float) -> str:
 
 PLACER = PlacerSpec(
     "optimal", place, "the exact placer: the best decision under an objective, and its proof",
-    order=100, time_limit_s=TIME_LIMIT_S, options=(
+    order=100, time_limit_s=TIME_LIMIT_S, objectives=OBJECTIVES, options=(
         Option("--time-limit", "time_limit", float, TIME_LIMIT_S, metavar="S", above=0,
                quick=2.0, help="seconds the exact placer may search; it returns its best "
-                               "placement and the proven gap"),
-        Option("--objective", "objective", str, "latency", choices=tuple(OBJECTIVES),
-               help="the step's makespan (latency) or pipelined throughput")))
+                               "placement and the proven gap"),))

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from tf_placeto.placers.common import EdgeTiming, edge_timing
-from tf_placeto.placers.objectives import OBJECTIVES, chain_heads, run_order
+from tf_placeto.placers.objectives import MODEL_SCORES, chain_heads, run_order
 from tf_placeto.placers.optimal.model import all_edges, fits_memory
 from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
 from tf_placeto.placers.problem import PlacementProblem
@@ -24,7 +24,7 @@ def solve(problem: PlacementProblem, objective: str, starts: list,
     Times are scaled by a ceiling on the optimum, the best start's score where one fits, so
     that the ceiling is 1 and doubles as the big-M of the device order rows. That start is
     the search's first incumbent. progress(incumbent_us, bound_us) follows the search."""
-    score = OBJECTIVES[objective]
+    score = MODEL_SCORES[objective]
     fits = [d for _, d in starts if fits_memory(problem, d)]
     best = min(fits, key=lambda d: score(problem, d), default=None)
     ceiling = score(problem, best) if best is not None else np.inf

@@ -10,7 +10,7 @@ The problem is coarsened to the policy's maximum number of groups first.
 
 from __future__ import annotations
 
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 from tf_placeto.policy import inference
 
@@ -24,7 +24,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, policy: str = None, budge
 
 PLACER = PlacerSpec(
     "placeto", place, "the learned Placeto policy, zero-shot or fine-tuned on the graph",
-    order=120, auto=True,
+    order=120, auto=True, objectives=OBJECTIVES,
     memory="simulates",        # its objective charges memory beyond capacity in the simulator
     options=(
         Option("--policy", "policy", metavar="DIR",

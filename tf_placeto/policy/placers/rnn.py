@@ -10,7 +10,7 @@ were evaluated in all and until the best so far came within 5% of the final best
 from __future__ import annotations
 
 from tf_placeto.placers.common import evaluations_to_within
-from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 from tf_placeto.policy import rnn_planner
 
@@ -27,7 +27,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, budget: int = rnn_planner
 
 PLACER = PlacerSpec(
     "rnn", place, "the hierarchical RNN planner (Mirhoseini et al.), learned on this graph alone",
-    order=110,
+    order=110, objectives=OBJECTIVES,
     memory="simulates",        # its objective charges memory beyond capacity in the simulator
     options=(
         Option("--rnn-budget", "budget", int, rnn_planner.BUDGET, metavar="N", least=1,

@@ -1,0 +1,100 @@
+"""Benchmark: placing for throughput against placing for one step (a script, not a test).
+
+    python -m measure.bench_throughput [--models inception_v3,nmt,branches] [--groups 128]
+                                       [--in-flight 4] [--time-limit 60]
+                                       [--real nmt,branches] [--budget 120]
+                                       [--cluster local:2]
+
+For each model (measure/real_models.py) profiled on the runtime (cached), on its devices:
+- the exact placer's throughput decision (its pipeline model, placers.objectives), with its
+  proven gap and the seconds it took;
+- the best latency placement: of the fast placers' decisions and the exact latency one, the
+  shortest simulated step;
+- the best throughput placement: of the exact throughput decision and the fast placers'
+  decisions under the throughput objective, the fewest simulated seconds per step;
+each simulated as a stream of `--in-flight` steps (ms per step once full). For the models
+of `--real`, the three are then timed for real as streams, in turns (`tf-placeto measure
+--stream K`), until `--budget` seconds end after six rounds: ms per step and the ratio to the
+best latency placement with its 95% interval. Target (issue 17): the exact throughput
+decision proven within 1% in under 60 s, and measured faster than the best latency
+placement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="inception_v3,nmt,branches")
+    parser.add_argument("--groups", type=int, default=128)
+    parser.add_argument("--in-flight", type=int, default=4)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--real", default="nmt,branches",
+                        help="models timed for real too ('' for none)")
+    parser.add_argument("--budget", type=float, default=120.0,
+                        help="seconds of real turns per model, after six rounds")
+    parser.add_argument("--cluster", default="local:2")
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+
+    from measure import real_models, say
+    from tf_placeto.measure.interleaved import measure_interleaved
+    from tf_placeto.measure.noise import CONFIDENCE, rounds_for
+    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.placers import optimal
+    from tf_placeto.placers.common import fast_decisions
+    from tf_placeto.workload import load_workload
+
+    real = set(real_models.model_names(args.real)) if args.real else set()
+    rows = []
+    with open_runtime(cluster=args.cluster) as runtime:
+        for name in real_models.model_names(args.models):
+            say(f"{name}: profile, then decisions")
+            workload = load_workload(real_models.build(name), runtime, max_groups=args.groups)
+            latency = workload.problem()
+            throughput = latency.with_objective("throughput", args.in_flight)
+            began = time.monotonic()
+            exact, info = optimal.place(throughput, time_limit=args.time_limit)
+            took = time.monotonic() - began
+            by_step = fast_decisions(latency) + [
+                ("optimal", optimal.place(latency, time_limit=args.time_limit)[0])]
+            lat_name, lat_best = min(by_step, key=lambda c: latency.evaluate(c[1]).us_per_step)
+            by_stream = [("optimal", exact)] + fast_decisions(throughput)
+            thr_name, thr_best = min(by_stream, key=lambda c: throughput.evaluate(c[1]).us_per_step)
+            chosen = {f"best latency ({lat_name})": lat_best,
+                      "exact throughput": exact,
+                      f"best throughput ({thr_name})": thr_best}
+            say(f"{name}: exact throughput gap {info['gap']}, {took:.1f} s")
+            results = [None] * len(chosen)
+            if name in real:
+                say(f"{name}: streams of {args.in_flight} in flight for real, in turns")
+                results = measure_interleaved(
+                    workload.graph, runtime,
+                    [throughput.placement(d) for d in chosen.values()], list(chosen),
+                    budget_s=args.budget, min_rounds=rounds_for(CONFIDENCE), trace=False,
+                    stream=args.in_flight)
+            for (label, decision), result in zip(chosen.items(), results):
+                ratio = result.ratio_to_first if result is not None else None
+                rows.append({
+                    "model": name, "groups": latency.n_groups, "placement": label,
+                    "exact gap": info["gap"], "exact s": took,
+                    "sim ms/step": throughput.evaluate(decision).us_per_step / 1e3,
+                    "real ms/step": result.step_time_s * 1e3 if result else None,
+                    "real / best latency [95%]": f"{ratio['median']:.2f} [{ratio['low']:.2f}, "
+                                                 f"{ratio['high']:.2f}]"
+                    if ratio and label != next(iter(chosen)) else "-"})
+    print(f"ms per step with {args.in_flight} steps in flight on {args.cluster}, at most "
+          f"{args.groups} groups")
+    with pd.option_context("display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False, na_rep="-",
+                                           float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
