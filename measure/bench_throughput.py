@@ -5,7 +5,8 @@
                                        [--real nmt,branches] [--budget 120]
                                        [--cluster local:2]
 
-For each model (measure/real_models.py) profiled on the runtime (cached), on its devices:
+For each model (of measure/real_models.py, else a bundled example) profiled on the runtime
+(cached), on its devices:
 - the exact placer's throughput decision (its pipeline model, placers.objectives), with its
   proven gap and the seconds it took;
 - the best latency placement: of the fast placers' decisions and the exact latency one, the
@@ -50,12 +51,16 @@ def main(argv=None) -> int:
     from tf_placeto.placers.common import fast_decisions
     from tf_placeto.workload import load_workload
 
-    real = set(real_models.model_names(args.real)) if args.real else set()
+    def source(name: str) -> str:
+        return real_models.build(name) if name in real_models.MODELS else f"examples:{name}"
+
+    names = [name.strip() for name in args.models.split(",") if name.strip()]
+    real = {name.strip() for name in args.real.split(",") if name.strip()}
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
-        for name in real_models.model_names(args.models):
+        for name in names:
             say(f"{name}: profile, then decisions")
-            workload = load_workload(real_models.build(name), runtime, max_groups=args.groups)
+            workload = load_workload(source(name), runtime, max_groups=args.groups)
             latency = workload.problem()
             throughput = latency.with_objective("throughput", args.in_flight)
             began = time.monotonic()

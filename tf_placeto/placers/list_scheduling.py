@@ -19,6 +19,10 @@ progress, and an edge that crosses devices adds its transfer to both ends' loads
 serialize and deserialize it) and its consumer's remote extra to the receiver's: the busiest
 device's load is then the pipelined throughput objective (objectives.device_loads_us). Both
 drivers then pick by finish first: what a group adds to the busiest load is what counts.
+The one-step schedule is built too, and the decision whose simulated stream is faster is
+kept (info "schedule"): steps in flight on TensorFlow's runtime move in convoys (they share
+each device op by op), so a decision that spreads each step's work evenly over the devices,
+as a good one-step schedule does, can stream faster than the steady-state one.
 
 Memory: a group is only offered devices with its kernel whose modelled memory still has room
 for it (Baechi's m- prefix); when none has, the allowed device with the most room (best effort).
@@ -30,13 +34,14 @@ Two drivers:
   could start nowhere sooner);
 - `earliest_finish_by_priority`: HEFT's step, repeatedly the ready group of highest priority
   to the device where it finishes earliest.
-Both return (device per group, {"estimated_step_us", "moved_by_repair"}); when some group
-fitted nowhere, `common.repair` gets the last word on the decision.
+Both return (device per group, {"estimated_step_us", "moved_by_repair"}, and "schedule"
+under throughput); when some group fitted nowhere, `common.repair` gets the last word on the
+decision.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -160,13 +165,31 @@ class _Schedule:
                           "moved_by_repair": moved}
 
 
+def for_the_objective(problem: PlacementProblem, build: Callable) -> tuple:
+    """build(problem) -> (decision, info), for the problem's objective: under throughput the
+    steady-state schedule and the one-step one, the faster simulated stream kept (module
+    doc)."""
+    if problem.objective == "latency":
+        return build(problem)
+    schedules = {"steady state": build(problem),
+                 "one step": build(problem.with_objective("latency"))}
+    kept = min(schedules, key=lambda name: problem.evaluate(schedules[name][0]).us_per_step)
+    decision, info = schedules[kept]
+    return decision, {**info, "schedule": kept}
+
+
 def earliest_start_first(problem: PlacementProblem,
                          favourite_child: Optional[np.ndarray] = None) -> tuple:
-    """ETF (favourite_child None) or SCT (favourite_child[g]: g's favourite, -1 for none).
+    """ETF (favourite_child None) or SCT (favourite_child[g]: g's favourite, -1 for none),
+    for the problem's objective (for_the_objective).
 
     Ties: earliest finish, then lowest group id, then lowest device index. Pipelined
     (module doc): earliest finish first, then earliest start.
     """
+    return for_the_objective(problem, lambda p: _earliest_start_first(p, favourite_child))
+
+
+def _earliest_start_first(problem: PlacementProblem, favourite_child) -> tuple:
     schedule = _Schedule(problem)
     while schedule.ready.any():
         ready = np.flatnonzero(schedule.ready)
@@ -185,7 +208,11 @@ def earliest_start_first(problem: PlacementProblem,
 
 def earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray) -> tuple:
     """Repeatedly the ready group of highest priority (ties: lowest id) to the device where it
-    finishes earliest (ties: lowest index)."""
+    finishes earliest (ties: lowest index); for the problem's objective (for_the_objective)."""
+    return for_the_objective(problem, lambda p: _earliest_finish_by_priority(p, priority))
+
+
+def _earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray) -> tuple:
     schedule = _Schedule(problem)
     while schedule.ready.any():
         ready = np.flatnonzero(schedule.ready)
