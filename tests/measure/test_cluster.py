@@ -272,8 +272,9 @@ def test_check_names_tasks_whose_servers_do_not_match_the_spec(cluster):
     ("local:2,memory=lots", "memory cap of cluster 'local:2,memory=lots' 'lots': give bytes"),
     ("local:2,memory=0", "'0' must be positive"),
     ("local:2,memory=-1GiB", "give bytes"),
-    ("local:2,memory=", "'memory=' is not memory=SIZE"),
-    ("local:2,cores=1", "'cores=1' is not memory=SIZE"),
+    ("local:2,memory=", "'memory=' is neither memory=SIZE nor threads=T"),
+    ("local:2,cores=1", "'cores=1' is neither memory=SIZE nor threads=T"),
+    ("local:2,threads=0", "'threads=0' is neither memory=SIZE nor threads=T (T >= 1)"),
 ])
 def test_bad_specs_raise_one_clear_line(spec, message, monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
@@ -282,8 +283,15 @@ def test_bad_specs_raise_one_clear_line(spec, message, monkeypatch):
     assert "\n" not in str(raised.value)
 
 
-def test_a_memory_cap_names_the_same_devices():
+def test_each_worker_gets_the_inter_op_threads_asked_for():
+    with parse_cluster("local:1,threads=3") as local:
+        command = open(f"/proc/{local._processes[0].pid}/cmdline").read().split("\0")
+    assert command[command.index("--op-threads") + 1] == "3"
+
+
+def test_a_memory_cap_and_threads_name_the_same_devices():
     assert cluster_device_names("local:3,memory=1.5GiB") == cluster_device_names("local:3")
+    assert cluster_device_names("local:3,threads=1") == cluster_device_names("local:3")
     assert len(cluster_device_names("local:3")) == 3
 
 

@@ -262,11 +262,14 @@ class LocalCluster(Cluster):
 
     `memory_limit_bytes` caps each worker's data memory (its RLIMIT_DATA, TensorFlow's own
     runtime included): a tensor that would pass it fails with ResourceExhausted on that
-    worker's device, as on a device that is full, and the worker lives on.
+    worker's device, as on a device that is full, and the worker lives on. `op_threads`: each
+    worker's inter-op threads (worker.OP_THREADS says why several; 1 brings back the race
+    in which a peer's request waits behind every queued op, measure/bench_sessions.py).
     """
 
     def __init__(self, num_workers: int, start_timeout_s: float = 60,
-                 memory_limit_bytes: Optional[int] = None):
+                 memory_limit_bytes: Optional[int] = None,
+                 op_threads: int = worker.OP_THREADS):
         if num_workers < 1:
             raise ClusterSpecError(f"a local cluster needs at least one worker, "
                                    f"not {num_workers}")
@@ -276,6 +279,7 @@ class LocalCluster(Cluster):
         super().__init__("worker", [])
         self.start_timeout_s = start_timeout_s
         self.memory_limit_bytes = memory_limit_bytes
+        self.op_threads = op_threads
         self._processes = [None] * num_workers
         self._oom_kills_at_start = [None] * num_workers
         self._log_dir = tempfile.mkdtemp(prefix="tf-placeto-cluster-")
@@ -369,7 +373,8 @@ class LocalCluster(Cluster):
         cores = sorted(os.sched_getaffinity(0))
         command = [sys.executable, "-m", "tf_placeto.measure.worker",
                    "--cluster", json.dumps({"worker": self.addresses}), "--task", str(task),
-                   "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid())]
+                   "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid()),
+                   "--op-threads", str(self.op_threads)]
         # the folder that holds the tf_placeto package: a worker imports the same code
         source_root = os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(worker.__file__))))
@@ -485,11 +490,12 @@ class ExistingCluster(Cluster):
 
 
 def parse_cluster(spec: str) -> Cluster:
-    """"local:N" -> LocalCluster(N) (started), "local:N,memory=SIZE" with each worker's memory
-    capped; anything else names an existing cluster."""
+    """"local:N" -> LocalCluster(N) (started); "local:N,memory=SIZE" caps each worker's memory,
+    "local:N,threads=T" gives each T inter-op threads; anything else names an existing
+    cluster."""
     if spec.startswith("local:"):
-        workers, memory = _local_spec(spec)
-        return LocalCluster(workers, memory_limit_bytes=memory)
+        workers, memory, threads = _local_spec(spec)
+        return LocalCluster(workers, memory_limit_bytes=memory, op_threads=threads)
     return ExistingCluster.from_spec(spec)
 
 
@@ -501,20 +507,24 @@ def cluster_device_names(spec: str) -> list:
 
 
 def _local_spec(spec: str) -> tuple:
-    """(workers, memory cap in bytes or None) of "local:N" or "local:N,memory=SIZE"."""
+    """(workers, memory cap in bytes or None, inter-op threads) of "local:N" with the options
+    memory=SIZE and threads=T."""
     count, *options = spec[len("local:"):].split(",")
     if not count.isdigit() or int(count) < 1:
         raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers "
                                "(local:N,memory=SIZE caps each worker's memory)")
-    memory = None
+    memory, threads = None, worker.OP_THREADS
     for option in options:
         name, _, value = option.partition("=")
-        if name != "memory" or not value:
-            raise ClusterSpecError(f"bad cluster {spec!r}: {option!r} is not memory=SIZE, the "
-                                   "only option of a local cluster")
-        number, unit_bytes, _ = memory_amount(value, f"memory cap of cluster {spec!r}")
-        memory = int(number * unit_bytes)
-    return int(count), memory
+        if name == "memory" and value:
+            number, unit_bytes, _ = memory_amount(value, f"memory cap of cluster {spec!r}")
+            memory = int(number * unit_bytes)
+        elif name == "threads" and value.isdigit() and int(value) >= 1:
+            threads = int(value)
+        else:
+            raise ClusterSpecError(f"bad cluster {spec!r}: {option!r} is neither memory=SIZE "
+                                   "nor threads=T (T >= 1), the options of a local cluster")
+    return int(count), memory, threads
 
 
 def _oom_kills():

@@ -168,14 +168,14 @@ def port_is_taken(port: int) -> bool:
     return False
 
 
-def serve(cluster: dict, task: int, parent_pid: int) -> None:
+def serve(cluster: dict, task: int, parent_pid: int, op_threads: int = OP_THREADS) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     port = int(cluster["worker"][task].rsplit(":", 1)[1])
     _LoopbackBind().install()
     threads = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
-                                       inter_op_parallelism_threads=OP_THREADS)
+                                       inter_op_parallelism_threads=op_threads)
     try:
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker",
                                       task_index=task, config=threads, start=True)
@@ -202,10 +202,11 @@ def main(argv=None) -> None:
     parser.add_argument("--task", type=int, required=True)
     parser.add_argument("--core", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--op-threads", type=int, default=OP_THREADS)
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
     os.sched_setaffinity(0, {args.core})
-    serve(json.loads(args.cluster), args.task, args.parent_pid)
+    serve(json.loads(args.cluster), args.task, args.parent_pid, args.op_threads)
 
 
 if __name__ == "__main__":
