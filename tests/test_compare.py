@@ -115,7 +115,9 @@ def test_under_throughput_rows_are_streams_against_the_stream_bound(workload):
         assert rows.loc[method, "step_s"] == pytest.approx(
             streaming.evaluate(decision).us_per_step / 1e6)
         assert rows.loc[method, "step_s"] >= rows.loc[LOWER_BOUND, "step_s"]
-    assert "per step, 2 in flight" in printable(table)
+    assert list(rows.loc[["single", "m_etf", "heft", "metis"], "follows_objective"]) == [
+        False, True, True, False]
+    assert "per step, 2 in flight" in printable(table) and "follows objective" in printable(table)
 
 
 def test_real_throughput_runs_streams_and_keeps_them_out_of_the_fit(workload, runtime):

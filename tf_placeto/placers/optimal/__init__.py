@@ -16,7 +16,8 @@ Two exact methods, after Tarnawski et al. (NeurIPS 2020):
 Both obey the kernel rules and keep each device's modelled memory (problem.memory_bytes, the
 linear model) within its capacity; where nothing fits, the answer is the start that goes least
 past it. The decisions of the fast placers (common.fast_decisions) bound the program from
-above, and stand where it finds nothing better in time: the answer is never worse than theirs.
+above, and stand where it finds nothing better in time or ties with them (both methods): the
+answer is never worse than theirs.
 dp.py holds the dynamic program, milp.py the integer program, which program.py builds and
 solves, model.py what both see alike.
 
@@ -75,7 +76,8 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: Optional[str] 
                          "solver")
     if members is not None:
         solved, interface, found = "dp", None, dp.best_pipeline(problem, members)
-        candidates = [("dp", found)] if found is not None else fast_decisions(problem)
+        # a tie goes to a fast placer, as after the integer program
+        candidates = fast_decisions(problem) + ([("dp", found)] if found is not None else [])
         bound = score(problem, found) if found is not None else None
     else:
         solved, candidates = "milp", fast_decisions(problem)
