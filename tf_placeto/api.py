@@ -143,8 +143,7 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s, journal_dir=directory,
                                           stream=stream)
-            if not stream:              # the simulator is fitted to one step at a time
-                fitting.record(directory, graph, device_set, placements, results, "measure")
+            fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
     return results
@@ -252,8 +251,7 @@ class PlaceResult:
                 if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
         summary = {"source": self.source, "method": outcome.decided.method,
                    "objective": outcome.problem.objective,
-                   "in_flight": outcome.problem.in_flight
-                   if outcome.problem.objective == "throughput" else None,
+                   "in_flight": outcome.problem.steps_in_flight or None,
                    "devices": outcome.problem.device_names,
                    "ops": len(outcome.workload.graph), "groups": len(outcome.workload.groups),
                    "decide_s": outcome.decided.decide_s, "out": self.out,

@@ -132,7 +132,6 @@ def _rows_for(workload, problem, methods, real, seed, progress, options, decided
         except PlacetoError as error:       # a placer that cannot serve this problem says why
             rows.append({**base, "method": method, "status": "failed", "reason": str(error)})
             continue
-        simulated = problem.simulate(decision.group_devices)
         scored = problem.evaluate(decision.group_devices)
         decisions.append(decision)
         decided[(workload.name, problem.n_devices, method)] = decision.group_devices
@@ -144,7 +143,7 @@ def _rows_for(workload, problem, methods, real, seed, progress, options, decided
                      "predicted_s": scored.us_per_step / 1e6,
                      "status": "ok" if scored.feasible else "infeasible",
                      "step_s": scored.us_per_step / 1e6, "spread_s": 0.0, "runs": 0,
-                     "peak_memory_bytes": float(simulated.peak_memory_bytes.max()),
+                     "peak_memory_bytes": float(scored.peak_memory_bytes.max()),
                      "reason": "" if scored.feasible else "exceeds the memory limit"})
     placed = [row for row in rows[1:] if row["status"] != "failed"]
     _against_the_optimum(problem, decisions, placed)
@@ -183,11 +182,11 @@ def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progre
     placements = [placement for _, _, placement in measured]
     labels = [decided.method for decided, _, _ in measured]
     progress(f"{workload.name}: measuring {', '.join(labels)} for real")
-    if problem.objective == "throughput":
+    if problem.steps_in_flight:
         results = measure_interleaved(workload.graph, real.runtime, placements, labels,
                                       repeats=real.repeats, warmup=real.warmup,
                                       timeout_s=real.timeout_s, trace=False,
-                                      stream=problem.in_flight)
+                                      stream=problem.steps_in_flight)
     else:
         results = RealMeasurer(workload.graph, real.runtime, results_dir=workload.profile_dir,
                                repeats=real.repeats, warmup=real.warmup,
@@ -197,11 +196,10 @@ def _measure_for_real(workload, problem, decisions, rows, real: RealRuns, progre
                    runs=result.runs, reason=result.reason,
                    peak_memory_bytes=float(max(result.peak_memory_bytes.values(),
                                                default=np.nan)))
-    if problem.objective == "latency":   # the simulator is fitted to one step at a time
-        # One session: the placements of one comparison are timed one after another, together.
-        fitting.record(workload.profile_dir, workload.graph,
-                       DeviceSet.from_strings(real.runtime.device_names), placements, results,
-                       "compare")
+    # One session: the placements of one comparison are timed one after another, together.
+    fitting.record(workload.profile_dir, workload.graph,
+                   DeviceSet.from_strings(real.runtime.device_names), placements, results,
+                   "compare")
 
 
 def _to_measure(rows, best: Optional[int]) -> set:

@@ -7,10 +7,10 @@
 `tf_placeto.place()` and the `tf-placeto place` command write the kept placement into a copy
 of the source; `tf_placeto.optimize()` runs it around the caller's tf.function. Under the
 throughput objective every step above is about a stream of steps in flight: the decisions,
-the prediction and the real measurement (each round a stream, seconds per step once full). Both run these
-steps here, in this order, so that what one surface decides the other decides too. The
-simulator ranks the decisions but does not have the last word: on models it was not tuned on
-it has predicted gains for placements that ran several times slower.
+the prediction and the real measurement (each round a stream, seconds per step once full).
+Both run these steps here, in this order, so that what one surface decides the other decides
+too. The simulator ranks the decisions but does not have the last word: on models it was not
+tuned on it has predicted gains for placements that ran several times slower.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.measured = _measure(workload, problem, runtime, [None, *placements],
                                     ["as written", *(c.method for c in candidates)],
                                     measure_budget_s)
-        _record(workload, problem, runtime, [None, *placements], outcome.measured)
+        _record(workload, runtime, [None, *placements], outcome.measured)
         best = outcome.again = _faster_beyond_noise(outcome.measured[1:])
         if best is not None:
             log.info("measuring %s again against the graph as written, in new sessions",
@@ -133,12 +133,12 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
             outcome.confirmed = _measure(workload, problem, runtime, [None, placements[best]],
                                          ["as written", f"{candidates[best].method}, again"],
                                          measure_budget_s)
-            _record(workload, problem, runtime, [None, placements[best]], outcome.confirmed)
+            _record(workload, runtime, [None, placements[best]], outcome.confirmed)
             if _faster_beyond_noise(outcome.confirmed[1:]) is not None:
                 outcome.winner = best
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
     measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation,
-                                 stream=_stream(problem))
+                                 stream=problem.steps_in_flight)
     if outcome.placement is None:          # kept as written: predicted before = after
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:
@@ -149,15 +149,10 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     return outcome
 
 
-def _stream(problem: PlacementProblem) -> int:
-    """Steps in flight of the problem's real and simulated runs: 0 (one at a time) for
-    latency."""
-    return problem.in_flight if problem.objective == "throughput" else 0
-
-
 def _timed_as(problem: PlacementProblem) -> str:
     """How a verdict's figures were taken, as its first words ('' for one step at a time)."""
-    return f"throughput, {problem.in_flight} steps in flight: " if _stream(problem) else ""
+    in_flight = problem.steps_in_flight
+    return f"throughput, {in_flight} steps in flight: " if in_flight else ""
 
 
 def _measure(workload: Workload, problem: PlacementProblem, runtime: Runtime,
@@ -166,15 +161,12 @@ def _measure(workload: Workload, problem: PlacementProblem, runtime: Runtime,
     least the rounds a 95% interval needs; streams under the throughput objective."""
     return measure_interleaved(workload.graph, runtime, placements, labels, budget_s=budget_s,
                                min_rounds=rounds_for(CONFIDENCE), trace=False,
-                               journal_dir=workload.profile_dir, stream=_stream(problem))
+                               journal_dir=workload.profile_dir,
+                               stream=problem.steps_in_flight)
 
 
-def _record(workload: Workload, problem: PlacementProblem, runtime: Runtime,
-            placements: list, results: list) -> None:
-    """Log real results for the simulator's fit (tf_placeto.measure.fitting), which is
-    fitted to one step at a time: streams are not logged."""
-    if _stream(problem):
-        return
+def _record(workload: Workload, runtime: Runtime, placements: list, results: list) -> None:
+    """Log real results for the simulator's fit (tf_placeto.measure.fitting)."""
     fitting.record(workload.profile_dir, workload.graph,
                    DeviceSet.from_strings(runtime.device_names), placements, results, "place")
 

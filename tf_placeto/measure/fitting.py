@@ -70,8 +70,9 @@ class Observation:
 
 def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placements,
            results, origin: str) -> int:
-    """Append the real, successful `results` of `placements` (None: as written) to the log in
-    `directory`; returns how many. Each line is flushed whole: a killed run tears at most the
+    """Append the real, successful one-step `results` of `placements` (None: as written) to the
+    log in `directory` (streams are left out: the simulator is fitted to one step at a time);
+    returns how many. Each line is flushed whole: a killed run tears at most the
     last, which `read` skips."""
     if directory is None:
         return 0
@@ -81,7 +82,8 @@ def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placeme
         device_indices(graph, devices, placement, written).tolist(),
         float(result.step_time_s), result.label, origin, session)))
         for placement, result in zip(placements, results)
-        if result.status == OK and not result.simulated and np.isfinite(result.step_time_s)]
+        if result.status == OK and not result.simulated and not result.stream
+        and np.isfinite(result.step_time_s)]
     if lines:
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, OBSERVATIONS_FILE), "a", encoding="utf-8") as file:

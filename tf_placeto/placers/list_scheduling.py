@@ -118,7 +118,8 @@ class _Schedule:
             paid = np.where(devices != src, extra, 0.0)
             yield src, transfer + paid * receives, transfer + paid * (not receives)
 
-    def assign(self, group: int, device: int, start: float) -> None:
+    def assign(self, group: int, device: int, start: float, finish: float) -> None:
+        """Put `group` on `device` from `start` to `finish` (start + occupies there)."""
         if not self.ready[group]:
             raise ValueError(f"group {group} scheduled before its inputs")
         if self.pipelined:
@@ -131,7 +132,7 @@ class _Schedule:
         self.ready[group] = False
         self.device_of[group] = device
         self.start[group] = start
-        self.free_at[device] = start + self.occupies(group)[0, device]
+        self.free_at[device] = finish
         self.load[device] += self.problem.memory_bytes[group]
         self.last_on[device] = group
         for successor in self.outputs[group]:
@@ -202,7 +203,7 @@ def _earliest_start_first(problem: PlacementProblem, favourite_child) -> tuple:
                                                                             start.ravel())
         best = np.lexsort(keys)[0]
         row, device = divmod(int(best), problem.n_devices)
-        schedule.assign(ready[row], device, start[row, device])
+        schedule.assign(ready[row], device, start[row, device], finish[row, device])
     return schedule.result()
 
 
@@ -220,7 +221,7 @@ def _earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray
         start, usable = schedule.offers(group)
         finish = np.where(usable[0], start[0] + schedule.occupies(group)[0], np.inf)
         device = int(np.argmin(finish))
-        schedule.assign(group, device, start[0, device])
+        schedule.assign(group, device, start[0, device], finish[device])
     return schedule.result()
 
 

@@ -39,17 +39,23 @@ OBJECTIVES = ("latency", "throughput")
 IN_FLIGHT = 4      # steps at once under the throughput objective, unless the caller says
 
 
+def check_objective(objective: str, in_flight: int = IN_FLIGHT) -> None:
+    """Raise InputError for an objective not of OBJECTIVES or fewer than 1 step in flight."""
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+    if in_flight < 1:
+        raise InputError(f"a stream needs at least 1 step in flight, not {in_flight}")
+
+
 def objective_and_in_flight(objective: str = "latency", stream: Optional[int] = None) -> tuple:
     """(objective, steps in flight) from what a user asked for, checked: `stream` (steps in
     flight, default IN_FLIGHT) belongs to the throughput objective alone."""
-    if objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
     if stream is not None and objective != "throughput":
         raise InputError("a stream's steps in flight are the throughput objective's: pass "
                          "objective throughput with them")
-    if stream is not None and stream < 1:
-        raise InputError(f"a stream needs at least 1 step in flight, not {stream}")
-    return objective, stream or IN_FLIGHT
+    in_flight = IN_FLIGHT if stream is None else stream
+    check_objective(objective, in_flight)
+    return objective, in_flight
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Evaluation:
     us_per_step: float             # latency: the step; throughput: once the stream is full
     feasible: bool                 # every device's simulated peak within its capacity
     memory_excess_bytes: float     # sum over devices of what the peaks pass capacity by
+    peak_memory_bytes: np.ndarray  # (n_devices,): with the steps in flight under throughput
 
 
 @dataclasses.dataclass
@@ -87,11 +94,7 @@ class PlacementProblem:
     stream: Optional[Stream] = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {self.objective!r}; objectives: "
-                             f"{', '.join(OBJECTIVES)}")
-        if self.in_flight < 1:
-            raise ValueError(f"in_flight must be at least 1, not {self.in_flight}")
+        check_objective(self.objective, self.in_flight)
         for name, edges in (("edge_extra_us", self.edge_src),
                             ("feedback_extra_us", self.feedback_src)):
             if getattr(self, name) is None:
@@ -290,12 +293,20 @@ class PlacementProblem:
         (throughput)."""
         if self.objective == "latency":
             result = self.simulate(group_devices)
-            return Evaluation(result.step_time_us, result.feasible, result.memory_excess_bytes)
+            return Evaluation(result.step_time_us, result.feasible, result.memory_excess_bytes,
+                              result.peak_memory_bytes)
         if self.stream is None:
             self.stream = Stream(self.simulation, self.in_flight)
         flow = self.stream.simulate(self.op_devices(self.check(group_devices)))
         excess = np.maximum(flow.peak_memory_bytes - self.simulation.memory_capacity, 0.0)
-        return Evaluation(1e6 / flow.steps_per_s, flow.feasible, float(excess.sum()))
+        return Evaluation(1e6 / flow.steps_per_s, flow.feasible, float(excess.sum()),
+                          flow.peak_memory_bytes)
+
+    @property
+    def steps_in_flight(self) -> int:
+        """Steps at once in the problem's real and simulated runs: 0 (one at a time) under
+        latency, in_flight under throughput."""
+        return self.in_flight if self.objective == "throughput" else 0
 
     def placement(self, group_devices) -> dict:
         """{op name: device name} for the decision."""

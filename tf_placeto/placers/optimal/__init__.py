@@ -41,7 +41,7 @@ from tf_placeto.placers.objectives import MODEL_SCORES
 from tf_placeto.placers.optimal import dp, milp
 from tf_placeto.placers.optimal.model import fits_memory, memory_excess_bytes
 from tf_placeto.placers.optimal.program import INTERFACES
-from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
+from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem, check_objective
 from tf_placeto.placers.registry import Option, PlacerSpec
 
 SOLVERS = ("auto", "dp", "milp")
@@ -59,9 +59,7 @@ def place(problem: PlacementProblem, *, seed: int = 0, objective: Optional[str] 
     where it is installed."""
     began = time.monotonic()
     objective = objective or problem.objective
-    if objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}; objectives: "
-                         f"{', '.join(OBJECTIVES)}")
+    check_objective(objective)
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; solvers: {', '.join(SOLVERS)}")
     if interface not in ("auto", *INTERFACES):
