@@ -45,6 +45,8 @@ def main(argv=None) -> int:
                         help="training iterations on each graph (4 episodes each)")
     parser.add_argument("--held-out", nargs="*", default=[
         "examples:cifar10-24", "examples:ptb-24", "examples:nmt_family-24"])
+    parser.add_argument("--max-groups", type=int, default=128,
+                        help="groups per graph (the shipped policy trained at 128)")
     parser.add_argument("--policy", default=None, help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2")
     parser.add_argument("--link", default="25:7600",
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.placers.common import evaluations_to_within
-    from tf_placeto.policy import inference, specs
+    from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start
     from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
     link = None if args.link == "measured" else Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
-        workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS)
+        workloads = {g: load_workload(g, runtime, max_groups=args.max_groups)
                      for g in args.graphs + args.held_out}
     for graph, workload in workloads.items():
         for n in args.devices:

@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     parser.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt_family"])
     parser.add_argument("--members", default="8-11", help="A-B: which members (unseen: 8-31)")
     parser.add_argument("--devices", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--max-groups", type=int, default=128,
+                        help="groups per graph (the shipped policy trained at 128)")
     parser.add_argument("--policy", default=None, help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2", help="where graphs are profiled")
     parser.add_argument("--link", default="25:7600")
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
     from measure import say
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.policy import inference, specs
+    from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start
     from tf_placeto.workload import load_workload
 
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
     link = Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
-        workloads = {g: load_workload(g, runtime, max_groups=specs.MAX_GROUPS) for g in graphs}
+        workloads = {g: load_workload(g, runtime, max_groups=args.max_groups) for g in graphs}
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)

@@ -326,6 +326,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert "after 3 epochs of imitation" in result.stdout
     assert "trained 2 iterations on 1 problems" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = json.loads((out / "training.json").read_text())
     assert len(log["iterations"]) == 2 and len(log["imitation"]) == 3
     placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
@@ -338,7 +339,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--counts", "9"], "--counts 9: the policy places on 2 to 8 devices"),
+    (["--counts", "1"], "--counts 1: a placement needs at least 2 devices"),
     (["--counts", "2", "--members", "5-2"], "--members '5-2': write A-B"),
     (["--counts", "2", "--steps", "0"], "--steps 0 trains nothing"),
 ])

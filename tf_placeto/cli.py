@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter
 
@@ -24,7 +25,6 @@ from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
-from tf_placeto.policy import specs
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 from tf_placeto.workload import MemoryLimit
 
@@ -287,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", metavar="DIR", required=True,
                        help="where the checkpoints, summaries and exported policy go; an "
                             "existing DIR resumes its training")
+    train.add_argument("--max-groups", type=_count(1), default=128, metavar="N",
+                       help="group each graph into at most N groups (default 128: an episode "
+                            "visits every group, so fewer train faster; the policy places any "
+                            "number)")
     train.add_argument("--steps", metavar="N", type=_count(0), default=500,
                        help="training iterations in all, counting those DIR already did "
                             "(default 500)")
@@ -641,17 +645,16 @@ def _show(args) -> int:
 
 def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
-    from tf_placeto.policy.training import Trainer, TrainingConfig
+    from tf_placeto.policy.training import LOG, Trainer, TrainingConfig, read_log
 
     if args.steps < 1 and not args.imitate:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, or --imitate")
-    bad = [n for n in args.counts if not 2 <= n <= specs.MAX_DEVICES]
+    bad = [n for n in args.counts if n < 2]
     if bad:
-        raise InputError(f"--counts {bad[0]}: the policy places on 2 to {specs.MAX_DEVICES} "
-                         "devices")
+        raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
     problems = api.training_problems(args.graphs, args.counts, members=args.members,
                                      devices=args.devices, cluster=args.cluster, link=args.link,
-                                     max_groups=specs.MAX_GROUPS, cache=args.cache)
+                                     max_groups=args.max_groups, cache=args.cache)
     _say(f"training on {len(problems)} problems; writing to {args.out}")
 
     def starts(kind):
@@ -662,9 +665,10 @@ def _train(args) -> int:
     trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
                                                          episodes=args.episodes, seed=args.seed),
                       initial=initial)
-    if args.imitate > 0 and not trainer.imitation:    # a resumed run has imitated already
+    if len(trainer.imitation) < args.imitate:     # a resumed run goes on where it stopped
         fast = initial if args.start == "fast" else starts("fast")
-        with progress(total=args.imitate, unit="epoch", desc="imitation") as bar:
+        with progress(total=args.imitate, initial=len(trainer.imitation), unit="epoch",
+                      desc="imitation") as bar:
             def imitated(row):
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
@@ -685,7 +689,10 @@ def _train(args) -> int:
         print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; "
               f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
               "on average (simulated)")
+    curve = plots.learning_curve(read_log(os.path.join(args.out, LOG)),
+                                 os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {policy}")
+    print(f"learning curve: {curve}")
     return EXIT_OK
 
 

@@ -130,3 +130,34 @@ def tensorboard_graph(graph, op_devices, logdir: str) -> str:
         tf.summary.graph(graph_def)
     writer.close()
     return logdir
+
+
+def learning_curve(log: dict, path: str) -> str:
+    """A policy's training (the `training.json` of tf_placeto.policy.training): imitation's
+    loss and accuracy per epoch, then reinforcement learning's mean return per iteration
+    (with its rolling mean over 20) and the best placements' speedup over one device."""
+    imitation = pd.DataFrame(log.get("imitation", []))
+    iterations = pd.DataFrame(log.get("iterations", []))
+    figure = _figure(figsize=(10, 3.4))
+    left, right = figure.subplots(1, 2, squeeze=True)
+    if len(imitation):
+        left.plot(imitation["epoch"], imitation["loss"], label="loss")
+        left.plot(imitation["epoch"], imitation["accuracy"], label="accuracy")
+        left.legend(fontsize=8)
+    left.set_xlabel("imitation epoch")
+    left.set_title("imitation" if len(imitation) else "imitation (none)", fontsize=10)
+    if len(iterations):
+        right.plot(iterations["iteration"], iterations["mean_return"], alpha=0.3,
+                   label="mean return")
+        right.plot(iterations["iteration"],
+                   iterations["mean_return"].rolling(20, min_periods=1).mean(),
+                   label="mean return, rolling 20")
+        right.plot(iterations["iteration"], iterations["best_speedup"],
+                   label="best placements' speedup over one device")
+        right.legend(fontsize=8)
+    right.set_xlabel("iteration")
+    right.set_title("reinforcement learning" if len(iterations)
+                    else "reinforcement learning (none)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path

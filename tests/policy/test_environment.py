@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
 from tf_placeto.policy import specs
 from tf_placeto.policy.environment import PlacementEnvironment
 
@@ -12,8 +15,10 @@ def test_an_episode_places_every_group_once_and_returns_the_speedup(policy_probl
     env = PlacementEnvironment([problem], seed=0)
     step = env.reset()
     for key, spec in env.observation_spec().items():
-        assert step.observation[key].shape == spec.shape
-        assert step.observation[key].dtype == spec.dtype
+        assert tensor_spec.from_spec(spec).is_compatible_with(
+            tf.constant(step.observation[key])), key
+    assert step.observation["features"].shape[0] == problem.n_groups
+    assert step.observation["candidates"].shape[0] == problem.n_devices
     rewards = []
     for g in range(problem.n_groups):
         assert step.observation["features"][g, specs.CURRENT] == 1.0

@@ -67,3 +67,11 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
         assert info["best_on_walk_step_s"] <= value / 1e6 + 1e-12
     else:
         assert info["start"] == "random"
+
+
+def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
+    """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
+    for n, problem in cnn_on_devices.items():
+        devices, value, walk = inference.greedy_placement(problem, trained)
+        assert devices.shape == (problem.n_groups,) and devices.max() < n
+        assert len(walk) == problem.n_groups + 1 and value == walk.min()

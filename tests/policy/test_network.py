@@ -1,10 +1,12 @@
-"""The graph-embedding network: one set of weights for graphs of any size."""
+"""The graph-embedding network: one set of weights for graphs of any size and any number of
+devices, each device scored alike."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
-from tf_agents.utils import common
 
 from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode
@@ -12,16 +14,64 @@ from tf_placeto.policy.network import PlacetoNetwork
 from tf_placeto.policy.observation import GraphView
 
 
-def test_one_network_places_graphs_of_any_size_without_retracing(policy_problems):
-    network = PlacetoNetwork(tensor_spec.from_spec(specs.observation_spec()),
-                             tensor_spec.from_spec(specs.action_spec()), embedding=8, rounds=2)
-    call = common.function(lambda observation: network(observation)[0].probs_parameter())
-    traces = []
-    for problem in policy_problems:
-        observation = Episode(GraphView(problem)).observation()
-        probabilities = call({k: tf.constant(v[None]) for k, v in observation.items()})[0]
-        assert probabilities.shape == (specs.MAX_DEVICES,)
-        assert np.allclose(probabilities[problem.n_devices:], 0.0)
-        assert np.sum(probabilities) == pytest.approx(1.0, rel=1e-5)
-        traces.append(call.experimental_get_tracing_count())
-    assert traces[1] == traces[0]           # the second graph ran the first one's trace
+@pytest.fixture(scope="module")
+def probabilities():
+    """observation -> the untrained network's probabilities (one network, traced once for
+    the specs' open sizes)."""
+    observation_spec = tensor_spec.from_spec(specs.observation_spec())
+    network = PlacetoNetwork(observation_spec, tensor_spec.from_spec(specs.action_spec()),
+                             embedding=8, rounds=2)
+    network.create_variables()
+    call = tf.function(lambda observation: network(observation)[0].probs_parameter(),
+                       input_signature=[tensor_spec.add_outer_dims_nest(observation_spec,
+                                                                        (None,))])
+    probabilities = lambda observation: call(   # noqa: E731
+        {k: tf.constant(v[None]) for k, v in observation.items()})[0].numpy()
+    probabilities.call = call
+    return probabilities
+
+
+def _midway(problem, seed=0):
+    """An observation halfway through an episode of random moves."""
+    episode = Episode(GraphView(problem))
+    rng = np.random.default_rng(seed)
+    while episode.position < problem.n_groups // 2:
+        episode.move(int(rng.integers(problem.n_devices)))
+    return episode.observation()
+
+
+def test_one_network_places_graphs_of_any_size_on_any_number_of_devices(
+        probabilities, policy_problems, cnn_on_devices):
+    problems = list(policy_problems) + [cnn_on_devices[n] for n in (5, 16)]
+    for problem in problems:
+        p = probabilities(_midway(problem))
+        assert p.shape == (problem.n_devices,)
+        assert p.sum() == pytest.approx(1.0, rel=1e-5)
+    assert probabilities.call.experimental_get_tracing_count() == 1
+
+
+def test_swapping_two_interchangeable_devices_swaps_the_probabilities(probabilities,
+                                                                       cnn_on_devices):
+    problem = cnn_on_devices[5]
+    assert problem.interchangeable
+    observation = _midway(problem, seed=1)
+    swap = np.array([0, 3, 2, 1, 4])            # devices 1 and 3 trade names
+    swapped = dict(observation, group_device=swap[observation["group_device"]].astype(np.int32),
+                   candidates=observation["candidates"][swap],
+                   device_mask=observation["device_mask"][swap])
+    before, after = probabilities(observation), probabilities(swapped)
+    assert not np.allclose(before, before[swap])       # the swap is not trivially the same
+    np.testing.assert_allclose(after, before[swap], rtol=1e-5, atol=1e-7)
+
+
+def test_a_group_never_gets_a_device_without_its_kernel(probabilities, cnn_on_devices):
+    problem = cnn_on_devices[5]
+    compute = problem.compute_us.copy()
+    compute[:, 2] = np.inf                              # no group has a kernel on device 2
+    barred = dataclasses.replace(problem, compute_us=compute)
+    episode = Episode(GraphView(barred))
+    while not episode.done:
+        p = probabilities(episode.observation())
+        assert p[2] < 1e-12
+        episode.move(2)                                 # asked anyway: the move is ignored
+    assert not (episode.devices == 2).any()

@@ -49,3 +49,13 @@ def test_training_refuses_a_process_that_chose_keras_3(tmp_path):
             print("refused:", error)
     """))
     assert "refused:" in result.stdout and "TF_USE_LEGACY_KERAS=1" in result.stdout
+
+
+def test_ppo_trains_the_same_network_with_its_critic(policy_problems, tmp_path, tiny):
+    import dataclasses
+
+    config = dataclasses.replace(tiny, algorithm="ppo")
+    trainer = Trainer(policy_problems, str(tmp_path / "ppo"), config)
+    history = trainer.run(2)
+    assert [row["iteration"] for row in history] == [1, 2]
+    assert all(np.isfinite(row["loss"]) for row in history)

@@ -45,18 +45,19 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from tf_placeto.placers.common import edge_timing, fits, repair, roomiest_device
+from tf_placeto.placers.common import EdgeTiming, edge_timing, fits, repair, roomiest_device
 from tf_placeto.placers.problem import PlacementProblem
 
 
-class _Schedule:
+class Schedule:
     """Devices' timelines, channels and memory, and the groups whose inputs are scheduled."""
 
-    def __init__(self, problem: PlacementProblem):
+    def __init__(self, problem: PlacementProblem, timing: Optional[EdgeTiming] = None):
+        """timing: edge_timing(problem), where the caller has it already."""
         self.problem = problem
         self.pipelined = problem.objective == "throughput"
         n_groups, n_devices = problem.n_groups, problem.n_devices
-        self.timing = edge_timing(problem)
+        self.timing = timing or edge_timing(problem)
         self.device_of = np.full(n_groups, -1, np.int64)
         self.start = np.zeros(n_groups)
         self.free_at = np.zeros(n_devices)
@@ -191,7 +192,7 @@ def earliest_start_first(problem: PlacementProblem,
 
 
 def _earliest_start_first(problem: PlacementProblem, favourite_child) -> tuple:
-    schedule = _Schedule(problem)
+    schedule = Schedule(problem)
     while schedule.ready.any():
         ready = np.flatnonzero(schedule.ready)
         start, usable = schedule.offers(ready)
@@ -214,7 +215,7 @@ def earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray)
 
 
 def _earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray) -> tuple:
-    schedule = _Schedule(problem)
+    schedule = Schedule(problem)
     while schedule.ready.any():
         ready = np.flatnonzero(schedule.ready)
         group = int(ready[np.argmax(priority[ready])])
@@ -225,7 +226,7 @@ def _earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray
     return schedule.result()
 
 
-def _held_for_favourites(schedule: _Schedule, ready, start, usable, favourite_child):
+def _held_for_favourites(schedule: Schedule, ready, start, usable, favourite_child):
     """(ready x devices) bool: offers a device declines while it waits for a favourite child.
 
     A device waits when its last group's favourite child is ready and starts earliest there;

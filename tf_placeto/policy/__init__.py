@@ -1,8 +1,9 @@
 """Placeto on TF-Agents: specs, environment, network, training, and placing with a policy.
 
 specs.py (what the policy sees and does) -> objective.py (what it minimises) -> starts.py
-(where episodes start) -> observation.py (a problem as the policy sees it) -> episode.py (the
-MDP over a PlacementProblem) -> environment.py (it as a TF-Agents environment) -> network.py
+(where episodes start) -> candidates.py (what each device would mean for the group being
+placed) -> observation.py (a problem as the policy sees it) -> episode.py (the MDP over a
+PlacementProblem) -> environment.py (it as a TF-Agents environment) -> network.py
 (the graph-embedding network) -> imitation.py (imitating the fast placers) -> training.py
 (REINFORCE or PPO, checkpoints, export) -> inference.py (zero-shot or fine-tuned placements).
 Beside them, rnn_planner.py and rnn_network.py: the hierarchical RNN planner of Mirhoseini et

@@ -7,8 +7,10 @@ cross-entropy, to move each group where a demonstration put it: the best decisio
 placers (`starts.fast_start`). The demonstrated episodes walk from random starts through
 those moves, so the network sees what a greedy episode of a good policy would see. Devices that
 are interchangeable are renamed by first use in group order (`PlacementProblem.canonical`), so
-that a demonstration does not depend on which device a placer happened to call 0. What it did
-for transfer on the graph families (nothing measurable yet) is in BUILD.md.
+that a demonstration does not depend on which device a placer happened to call 0; and where a
+demonstrated move opens a device no visited group uses yet, every such device is right: the
+network scores devices alike, so it cannot tell unused interchangeable devices apart, and
+need not. What it did for transfer on the graph families is in BUILD.md.
 
 This module loads TensorFlow when it is imported (training.py uses it)."""
 
@@ -33,67 +35,96 @@ import tensorflow as tf
 
 @dataclasses.dataclass
 class Demonstrations:
-    """Observations (a dict of stacked arrays) and the demonstrated device of each."""
+    """Per problem, its observations (a dict of stacked arrays: one problem's observations
+    share their shapes) and, for each, which devices are right ([moves, devices] of 0/1: the
+    demonstrated one, or every unused one where the move opens a device)."""
 
-    observations: dict
-    actions: np.ndarray
+    observations: list
+    targets: list
 
     def __len__(self) -> int:
-        return len(self.actions)
+        return sum(len(t) for t in self.targets)
 
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
                starts: int = 2, seed: int = 0) -> "Demonstrations":
-        """Per problem, `starts` episodes from random starts that move each group to its
-        device in the (canonical) decision."""
-        observations, actions = [], []
+        """Per problem, episodes that move each group to its device in the (canonical)
+        decision: from `starts` random starts, from the decision itself and from every group
+        on one device drawn at random (where it may), so that the network also sees the
+        placements that `--start fast` and `--start single` begin from: a network shown only
+        random starts learns to leave a device that holds everything."""
+        stacked, demonstrated = [], []
         for index, (problem, decision) in enumerate(zip(problems, decisions)):
-            target = problem.canonical(decision)
+            canonical = problem.canonical(decision)
+            right = _right_devices(problem, canonical)
             view = GraphView(problem)
-            for start in range(starts):
-                episode = Episode(view, start_placement(problem, seed + 1000 * index + start))
+            walks = [start_placement(problem, seed + 1000 * index + k) for k in range(starts)]
+            one_device = start_placement(problem, seed + 1000 * index + starts)
+            device = np.random.default_rng([seed, index]).integers(problem.n_devices)
+            one_device[problem.allowed[:, device]] = device
+            observations = []
+            for start in walks + [canonical, one_device]:
+                episode = Episode(view, start)
                 while not episode.done:
                     observations.append(episode.observation())
-                    actions.append(target[episode.position])
-                    episode.move(int(target[episode.position]))
-        stacked = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-        return cls(stacked, np.asarray(actions, np.int32))
+                    episode.move(int(right[episode.position].argmax()))
+            stacked.append({key: np.stack([o[key] for o in observations])
+                            for key in observations[0]})
+            demonstrated.append(np.tile(right, (starts + 2, 1)))
+        return cls(stacked, demonstrated)
 
     def batches(self, size: int, rng: np.random.Generator = None):
-        """(observations, actions) in batches of `size`, shuffled when given `rng`."""
-        order = np.arange(len(self)) if rng is None else rng.permutation(len(self))
-        for low in range(0, len(order), size):
-            chosen = order[low:low + size]
-            yield {key: value[chosen] for key, value in self.observations.items()}, \
-                self.actions[chosen]
+        """(observations, targets) in batches of at most `size`, each of one problem; the
+        batches and their members shuffled when given `rng`."""
+        chunks = []
+        for problem, targets in enumerate(self.targets):
+            order = np.arange(len(targets)) if rng is None else rng.permutation(len(targets))
+            chunks += [(problem, order[low:low + size]) for low in range(0, len(order), size)]
+        for k in (range(len(chunks)) if rng is None else rng.permutation(len(chunks))):
+            problem, chosen = chunks[k]
+            yield ({key: value[chosen] for key, value in self.observations[problem].items()},
+                   self.targets[problem][chosen])
 
 
-def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: int = 64,
-            learning_rate: float = 1e-3, seed: int = 0,
+def _right_devices(problem: PlacementProblem, decision: np.ndarray) -> np.ndarray:
+    """[groups, devices]: the decision's device for each group, or, where the decision opens
+    a device (interchangeable devices, in canonical names), every device not opened yet."""
+    right = np.eye(problem.n_devices, dtype=np.float32)[decision]
+    if problem.interchangeable:
+        for group in range(problem.n_groups):
+            opened = decision[:group]
+            if decision[group] not in opened:
+                right[group] = problem.allowed[group]
+                right[group, opened] = 0.0
+    return right
+
+
+def imitate(network, demonstrations: Demonstrations, epochs: int, optimizer,
+            batch_size: int = 64, seed: int = 0, first_epoch: int = 1,
             progress: Callable[[dict], None] = lambda row: None) -> list:
-    """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy; per
-    epoch, {"epoch", "loss", "accuracy", "seconds"} (accuracy: how often its argmax is the
-    device)."""
-    optimizer = tf.keras.optimizers.Adam(learning_rate)
+    """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy (of the
+    probability of any right device); per epoch, {"epoch", "loss", "accuracy", "seconds"}
+    (accuracy: how often its argmax is a right device). Epochs `first_epoch` to `epochs`
+    run, each shuffled by its own seed, so a resumed run shuffles as an unbroken one would;
+    `optimizer` carries its state across a resume."""
 
-    @tf.function
-    def train(observation, action):
+    @tf.function(reduce_retracing=True)    # problems of every size share it
+    def train(observation, right):
         with tf.GradientTape() as tape:
             logits = network(observation)[0].logits
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=action, logits=logits))
+            loss = tf.reduce_mean(_cross_entropy(logits, right))
         gradients = tape.gradient(loss, network.trainable_variables)
         optimizer.apply_gradients(zip(gradients, network.trainable_variables))
-        return loss, _hits(logits, action)
+        return loss, _hits(logits, right)
 
-    rng = np.random.default_rng(seed)
     history = []
-    for epoch in range(1, epochs + 1):
+    for epoch in range(first_epoch, epochs + 1):
+        rng = np.random.default_rng([seed, epoch])
         start = time.perf_counter()
         losses, hits = [], 0.0
-        for observation, action in demonstrations.batches(batch_size, rng):
-            loss, hit = train(observation, action)
-            losses.append(float(loss) * len(action))
+        for observation, right in demonstrations.batches(batch_size, rng):
+            loss, hit = train(observation, right)
+            losses.append(float(loss) * len(right))
             hits += float(hit)
         row = {"epoch": epoch, "loss": sum(losses) / len(demonstrations),
                "accuracy": hits / len(demonstrations),
@@ -104,13 +135,19 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, batch_size: in
 
 
 def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> float:
-    """How often the network's most likely device is the demonstrated one."""
-    hits = sum(float(_hits(network(observation)[0].logits, action))
-               for observation, action in demonstrations.batches(batch_size))
+    """How often the network's most likely device is a right one."""
+    hits = sum(float(_hits(network(observation)[0].logits, right))
+               for observation, right in demonstrations.batches(batch_size))
     return hits / max(len(demonstrations), 1)
 
 
-def _hits(logits, actions):
-    """How many of a batch's most likely devices are the demonstrated ones."""
-    return tf.reduce_sum(tf.cast(
-        tf.equal(tf.argmax(logits, -1, output_type=tf.int32), actions), tf.float32))
+def _cross_entropy(logits, right):
+    """-log of the probability the network gives the right devices together."""
+    return (tf.reduce_logsumexp(logits, axis=-1)
+            - tf.reduce_logsumexp(logits + (right - 1.0) * 1e9, axis=-1))
+
+
+def _hits(logits, right):
+    """How many of a batch's most likely devices are right ones."""
+    best = tf.argmax(logits, -1, output_type=tf.int32)
+    return tf.reduce_sum(tf.gather(right, best, batch_dims=1))

@@ -32,9 +32,8 @@ import numpy as np
 from tf_placeto.errors import InputError
 from tf_placeto.log import progress
 from tf_placeto.placers.common import evaluations_to_within
-from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode
-from tf_placeto.policy.observation import GraphView, check_size
+from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
@@ -111,7 +110,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     terminal."""
     # heavy: tf-agents and TensorFlow, loaded only to fine-tune
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
-                                            _read_log)
+                                            read_log)
 
     devices, value, objectives = greedy or greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
@@ -120,7 +119,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
         shutil.copytree(os.path.join(_checked(policy_dir), CHECKPOINTS),
                         os.path.join(scratch, CHECKPOINTS),
                         ignore=shutil.ignore_patterns(BASELINES))
-        logged = _read_log(os.path.join(policy_dir, "training.json")).get("config", {})
+        logged = read_log(os.path.join(policy_dir, "training.json")).get("config", {})
         config = TrainingConfig(**{**logged, "seed": seed})
         trainer = Trainer([problem], scratch, config, initial=[initial])
         with progress(total=episodes, desc="placeto: fine-tuning", unit="iteration",
@@ -142,28 +141,26 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
 
 def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
           start: str = "fast") -> tuple:
-    """Device per group of `problem` (coarsened to the policy's MAX_GROUPS first), and facts:
-    among them the placements evaluated (simulated) in all and until the best was within 5%,
+    """Device per group of `problem` (any number of groups and devices), and facts: among
+    them the placements evaluated (simulated) in all and until the best was within 5%,
     where the episodes started (`start`, one of START_KINDS), and, in simulated seconds, the
     policy's own answer (`policy_step_s`: the last placement of its greedy episode) beside
     the best placement that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
-    coarse, chunk_of_group = problem.coarsened(specs.MAX_GROUPS)
-    check_size(coarse)          # before the fast placers work on a problem the policy refuses
-    started_from, initial, tried = initial_placement(coarse, start)
-    greedy = greedy_placement(coarse, policy_dir, initial)
+    started_from, initial, tried = initial_placement(problem, start)
+    greedy = greedy_placement(problem, policy_dir, initial)
     walk = greedy[2]
     if budget > 0:
-        devices, value, objectives = fine_tuned_placement(coarse, policy_dir, budget, seed,
+        devices, value, objectives = fine_tuned_placement(problem, policy_dir, budget, seed,
                                                           initial=initial, greedy=greedy)
     else:
         devices, value, objectives = greedy
     if tried:           # the episodes' start is one of the placements tried: counted once
         objectives = np.concatenate([tried, objectives[1:]])
-    return np.asarray(devices)[chunk_of_group], {
-        "policy": policy_dir, "budget": budget, "policy_groups": coarse.n_groups,
+    return np.asarray(devices), {
+        "policy": policy_dir, "budget": budget,
         "start": started_from, "objective_us": float(value),
         "policy_step_s": float(walk[-1]) / 1e6, "best_on_walk_step_s": float(walk.min()) / 1e6,
         "evaluations": len(objectives),

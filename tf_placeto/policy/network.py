@@ -1,17 +1,21 @@
-"""The Placeto graph-embedding network as a TF-Agents DistributionNetwork.
+"""The Placeto graph-embedding network, device-equivariant, as a TF-Agents DistributionNetwork.
 
-Observation (see specs) -> a categorical distribution over devices for the group being placed:
+Observation (see specs) -> a categorical distribution over the devices for the group being
+placed:
 1. a per-group transform of the features (d -> d);
-2. `rounds` of message passing, separately from parents (forward) and from children
-   (backward): h <- mask * norm(g(mean over neighbours of f(h)) + s(h)); the two results are
+2. `rounds` of message passing over the edge list, separately from parents (forward) and
+   from children (backward): h <- norm(g(mean over neighbours of f(h)) + s(h)), with segment
+   sums, so a graph of any size costs its edges, not its size squared; the two results are
    concatenated (2d per group);
 3. three poolings over the groups related to the current one, each g(mean of f(h)): its
-   ancestors, its descendants, and the groups with no path to or from it (parallel);
-4. [ancestors, descendants, parallel, own embedding] (8d) -> 16d -> 8d -> device logits,
-   devices that are absent or lack a kernel for the group masked out.
-Means (not the paper's sums) and a layer norm per round keep activations, and so the first
-logits, small on graphs of a hundred groups: summed, they grow with every round until the
-untrained policy is already certain, and REINFORCE never explores.
+   ancestors, its descendants, and the groups with no path to or from it (parallel); with
+   its own embedding, the context (8d);
+4. per device, the mean embedding of the groups on it (2d) and its candidate row (specs);
+5. one scorer, the same weights for every device: [context, device's groups, device's row]
+   -> 4d -> 2d -> a logit. Devices without a kernel for the group are masked out.
+Renaming the devices renames the probabilities and nothing else (equivariance), and one
+trained network serves any number of devices. Means and a layer norm per round keep the first
+logits small, so that an untrained policy explores.
 Nothing identifies a group but its features and its place in the graph: that is what lets a
 trained network place graphs it has never seen.
 
@@ -37,8 +41,14 @@ def _dense(units, activation="relu", name=None):
     return tf.keras.layers.Dense(units, activation=activation, name=name)
 
 
+def _segment_mean(values, segments, count):
+    total = tf.math.unsorted_segment_sum(values, segments, count)
+    size = tf.math.unsorted_segment_sum(tf.ones_like(values[:, :1]), segments, count)
+    return total / tf.maximum(size, 1.0)
+
+
 class _Body(tf.keras.layers.Layer):
-    """Observation -> [ancestors, descendants, parallel, own] pooled embeddings (8d)."""
+    """Observations [M, ...] -> (context [M, 8d], per device [M, D, 2d]: its groups' mean)."""
 
     def __init__(self, embedding, rounds, **kwargs):
         super().__init__(**kwargs)
@@ -54,33 +64,39 @@ class _Body(tf.keras.layers.Layer):
                        for kind in ("ancestors", "descendants", "parallel")}
 
     def call(self, observation):
-        mask = observation["node_mask"][..., None]                      # [B, N, 1]
-        adjacency = tf.cast(observation["adjacency"], tf.float32)       # [B, N, N]: i -> j
-        h = observation["features"]
+        features = observation["features"]                              # [M, N, F]
+        batch, n_groups = tf.shape(features)[0], tf.shape(features)[1]
+        n_devices = tf.shape(observation["device_mask"])[1]
+        h = tf.reshape(features, [-1, specs.NUM_FEATURES])              # [M*N, F]
         for layer in self._transform:
             h = layer(h)
-        h = h * mask
-        forward = self._message_passing(h, tf.linalg.matrix_transpose(adjacency), mask,
-                                        self._passes["forward"])
-        backward = self._message_passing(h, adjacency, mask, self._passes["backward"])
-        embedded = tf.concat([forward, backward], axis=-1)              # [B, N, 2d]
-        current = observation["features"][..., specs.CURRENT][..., None]
+        offset = (tf.range(batch) * n_groups)[:, None]
+        src = tf.reshape(observation["edges"][..., 0] + offset, [-1])   # [M*E]
+        dst = tf.reshape(observation["edges"][..., 1] + offset, [-1])
+        count = batch * n_groups
+        forward = self._message_passing(h, src, dst, count, self._passes["forward"])
+        backward = self._message_passing(h, dst, src, count, self._passes["backward"])
+        flat = tf.concat([forward, backward], axis=-1)                  # [M*N, 2d]
+        embedded = tf.reshape(flat, [batch, n_groups, flat.shape[-1]])
+        current = features[..., specs.CURRENT][..., None]
         ancestors = observation["ancestors"][..., None]
         descendants = observation["descendants"][..., None]
-        parallel = mask * (1.0 - ancestors - descendants - current)
+        parallel = tf.nn.relu(1.0 - ancestors - descendants - current)
         pooled = [self._pool(embedded, members, self._pools[kind]) for kind, members in
                   (("ancestors", ancestors), ("descendants", descendants),
                    ("parallel", parallel))]
         own = tf.reduce_sum(embedded * current, axis=-2)
-        return tf.concat(pooled + [own], axis=-1)                        # [B, 8d]
+        device_of = observation["group_device"] + (tf.range(batch) * n_devices)[:, None]
+        on_device = _segment_mean(flat, tf.reshape(device_of, [-1]), batch * n_devices)
+        return (tf.concat(pooled + [own], axis=-1),
+                tf.reshape(on_device, [batch, n_devices, flat.shape[-1]]))
 
-    def _message_passing(self, h, incoming, mask, layers):
-        """incoming[i, j] = 1 when j sends to i: each round averages what i's neighbours
-        say."""
+    def _message_passing(self, h, senders, receivers, count, layers):
+        """Each round, every group hears the mean of what its senders say."""
         f, g, keep, norm = layers
-        mean = incoming / tf.maximum(tf.reduce_sum(incoming, axis=-1, keepdims=True), 1.0)
         for _ in range(self._rounds):
-            h = mask * norm(g(tf.matmul(mean, f(h))) + keep(h))
+            heard = _segment_mean(tf.gather(f(h), senders), receivers, count)
+            h = norm(g(heard) + keep(h))
         return h
 
     @staticmethod
@@ -90,44 +106,62 @@ class _Body(tf.keras.layers.Layer):
         return g(tf.reduce_sum(members * f(embedded), axis=-2) / count)
 
 
+class _BuiltOnAnExample:
+    """TF-Agents builds a network's variables on a random input drawn from its input spec;
+    this one's sizes are open and its indices unbounded, so the draw comes from
+    specs.example_spec() instead, and the open spec stays the network's."""
+
+    def create_variables(self, input_tensor_spec=None, **kwargs):
+        if self._network_output_spec is None:
+            open_spec = self._input_tensor_spec
+            self._input_tensor_spec = tensor_spec.from_spec(specs.example_spec())
+            try:
+                super().create_variables(**kwargs)
+            finally:
+                self._input_tensor_spec = open_spec
+        return self._network_output_spec
+
+
 def _squashed(net, observation, head):
     """Apply `head` to observations with any outer (batch, time) dimensions."""
     squash = utils.BatchSquash(nest_utils.get_outer_rank(observation, net.input_tensor_spec))
     return squash.unflatten(head(tf.nest.map_structure(squash.flatten, observation)))
 
 
-class PlacetoNetwork(network.DistributionNetwork):
-    """The policy: observation -> Categorical over devices."""
+class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
+    """The policy: observation -> Categorical over the observation's devices."""
 
     def __init__(self, observation_spec, action_spec, embedding: int = 32, rounds: int = 8,
                  name: str = "PlacetoNetwork"):
-        n_devices = int(action_spec.maximum - action_spec.minimum + 1)
         output_spec = distribution_spec.DistributionSpec(
             tfp.distributions.Categorical,
-            {"logits": tensor_spec.TensorSpec([n_devices], tf.float32)},
+            {"logits": tensor_spec.TensorSpec([None], tf.float32)},
             sample_spec=action_spec, dtype=action_spec.dtype)
         super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                          output_spec=output_spec, name=name)
         d = embedding
         self._body = _Body(embedding, rounds, name="body")
-        self._classifier = [
-            _dense(16 * d, name="classify_1"), _dense(8 * d, name="classify_2"),
-            tf.keras.layers.Dense(n_devices, name="logits",   # small: a first policy near
+        self._scorer = [
+            _dense(4 * d, name="score_1"), _dense(2 * d, name="score_2"),
+            tf.keras.layers.Dense(1, name="logit",    # small: a first policy near uniform
                                   kernel_initializer=tf.keras.initializers.VarianceScaling(
-                                      0.1))]                  # uniform explores
+                                      0.1))]
 
     def call(self, observation, step_type=None, network_state=(), training=False):
         return tfp.distributions.Categorical(
             logits=_squashed(self, observation, self._logits)), network_state
 
     def _logits(self, observation):
-        z = self._body(observation)
-        for layer in self._classifier:
+        context, on_device = self._body(observation)
+        n_devices = tf.shape(on_device)[1]
+        z = tf.concat([tf.repeat(context[:, None, :], n_devices, axis=1), on_device,
+                       observation["candidates"]], axis=-1)              # [M, D, ...]
+        for layer in self._scorer:
             z = layer(z)
-        return z + (1.0 - observation["device_mask"]) * _MASKED_LOGIT
+        return z[..., 0] + (1.0 - observation["device_mask"]) * _MASKED_LOGIT
 
 
-class PlacetoValueNetwork(network.Network):
+class PlacetoValueNetwork(_BuiltOnAnExample, network.Network):
     """PPO's critic: the same embedding (its own weights) -> the expected return."""
 
     def __init__(self, observation_spec, embedding: int = 32, rounds: int = 8,
@@ -141,7 +175,7 @@ class PlacetoValueNetwork(network.Network):
         return _squashed(self, observation, self._value), network_state
 
     def _value(self, observation):
-        z = self._body(observation)
+        z = self._body(observation)[0]
         for layer in self._head:
             z = layer(z)
         return z[..., 0]

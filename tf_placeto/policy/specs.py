@@ -1,43 +1,74 @@
 """What the Placeto policy sees and does, declared before any data flows (TF-Agents' habit).
 
-One observation describes one step of an episode: the graph (its groups, padded to
-MAX_GROUPS, and its group edges), the placement so far, and which group is being placed now.
-Graphs of any size up to MAX_GROUPS groups and any number of devices up to MAX_DEVICES share
-these shapes, so one network serves them all without retracing: padding is masked out.
+One observation describes one step of an episode: the graph (its groups and its edges, as a
+list: no padding, no adjacency matrix), the placement so far, which group is being placed
+now, and one row per device saying what putting that group there would mean. Sizes are left
+open (None): a graph of any number of groups, on any number of devices, is one observation,
+and the network scores each device with the same weights, so no device has a fixed slot.
 The action is the device for the current group.
 
 Per-group features (Placeto's state, each scaled by its maximum over the graph):
   0 compute time, 1 output bytes, 2 memory, 3 simulated start time relative to the current
-  group's (over the step time), 4 already visited in this episode, 5 being placed now,
-  6.. one-hot of the group's current device.
+  group's (over the step time), 4 already visited in this episode, 5 being placed now.
+
+Per-device features of the current group (a list scheduler's view of the groups visited so
+far, policy/candidates.py): times over the graph's total work, log-scaled where they span
+decades, and fractions:
+  0 when the group could start there, 1 when it would finish there, 2 how far that finish is
+  behind the earliest of any device (in the group's own run times), 3 when the device is
+  free, 4 the group's run time there, 5 the device's compute so far, 6 its memory with the
+  group over its capacity, 7 the share of the group's bytes (in and out) that stay on it,
+  8 the group sits there now, 9 the share of the group's parents there, 10 what the step
+  would pay once for the device's task if no visited group used that task yet (a RunGraph
+  call per step for a worker other than the session's, as fitted by the calibration).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MAX_GROUPS = 128
-MAX_DEVICES = 8
 COMPUTE, OUTPUT_BYTES, MEMORY, START, VISITED, CURRENT = range(6)
-DEVICE_ONE_HOT = 6
-NUM_FEATURES = DEVICE_ONE_HOT + MAX_DEVICES
+NUM_FEATURES = 6
+(CAN_START, WOULD_FINISH, BEHIND_BEST, FREE_AT, RUN_TIME, DEVICE_WORK, MEMORY_USE, BYTES_KEPT,
+ SITS_THERE, PARENTS_THERE, TASK_COST) = range(11)
+NUM_CANDIDATE_FEATURES = 11
+LARGEST_DEVICE_INDEX = 2**15 - 1    # the action spec's bound, not a limit anyone meets
 
 
 def observation_spec():
     from tf_agents.specs import array_spec  # heavy: tf-agents, for the modules that use it
 
-    n, d = MAX_GROUPS, MAX_DEVICES
     return {
-        "features": array_spec.ArraySpec((n, NUM_FEATURES), np.float32, "features"),
-        "node_mask": array_spec.ArraySpec((n,), np.float32, "node_mask"),
-        "adjacency": array_spec.BoundedArraySpec((n, n), np.uint8, 0, 1, "adjacency"),  # i -> j
-        "ancestors": array_spec.ArraySpec((n,), np.float32, "ancestors"),   # of the current
-        "descendants": array_spec.ArraySpec((n,), np.float32, "descendants"),
-        "device_mask": array_spec.ArraySpec((d,), np.float32, "device_mask"),
+        "features": array_spec.ArraySpec((None, NUM_FEATURES), np.float32, "features"),
+        "edges": array_spec.ArraySpec((None, 2), np.int32, "edges"),         # (src, dst)
+        "ancestors": array_spec.ArraySpec((None,), np.float32, "ancestors"),  # of the current
+        "descendants": array_spec.ArraySpec((None,), np.float32, "descendants"),
+        "group_device": array_spec.ArraySpec((None,), np.int32, "group_device"),
+        "candidates": array_spec.ArraySpec((None, NUM_CANDIDATE_FEATURES), np.float32,
+                                           "candidates"),
+        "device_mask": array_spec.ArraySpec((None,), np.float32, "device_mask"),
     }
 
 
 def action_spec():
     from tf_agents.specs import array_spec  # heavy: tf-agents, for the modules that use it
 
-    return array_spec.BoundedArraySpec((), np.int32, 0, MAX_DEVICES - 1, "device")
+    return array_spec.BoundedArraySpec((), np.int32, 0, LARGEST_DEVICE_INDEX, "device")
+
+
+def example_spec():
+    """Fixed small sizes (3 groups, 2 edges, 2 devices) with indices bounded to them: what
+    TF-Agents builds a network on, drawing a random observation from its input spec, where the
+    open sizes and unbounded indices of observation_spec() cannot be drawn."""
+    from tf_agents.specs import array_spec  # heavy: tf-agents, for the modules that use it
+
+    groups, edges, devices = 3, 2, 2
+    return {
+        "features": array_spec.ArraySpec((groups, NUM_FEATURES), np.float32),
+        "edges": array_spec.BoundedArraySpec((edges, 2), np.int32, 0, groups - 1),
+        "ancestors": array_spec.ArraySpec((groups,), np.float32),
+        "descendants": array_spec.ArraySpec((groups,), np.float32),
+        "group_device": array_spec.BoundedArraySpec((groups,), np.int32, 0, devices - 1),
+        "candidates": array_spec.ArraySpec((devices, NUM_CANDIDATE_FEATURES), np.float32),
+        "device_mask": array_spec.ArraySpec((devices,), np.float32),
+    }

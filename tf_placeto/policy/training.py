@@ -11,7 +11,8 @@ gradients clipped to a global norm of 1.25, an entropy bonus.
 Everything lives under one directory: `checkpoints/` (agent, optimizer, step, baselines; a
 killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
 exported with TF-Agents' PolicySaver: a SavedModel that runs without tf-agents) and
-`training.json` (the configuration and what each iteration found).
+`training.json` (the configuration, each imitation epoch and what each iteration found),
+which `tf-placeto train` draws as `learning_curve.png`.
 
 This module loads TF-Agents and TensorFlow when it is imported.
 """
@@ -28,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tf_placeto.errors import InputError
-from tf_placeto.policy import require_tf_agents, specs
+from tf_placeto.policy import require_tf_agents
 
 require_tf_agents()     # import guard: tf-agents needs legacy Keras, before TensorFlow loads
 
@@ -37,7 +38,6 @@ from tf_agents.agents.ppo import ppo_clip_agent
 from tf_agents.agents.reinforce import reinforce_agent
 from tf_agents.environments import batched_py_environment, tf_py_environment
 from tf_agents.policies import policy_saver
-from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 from tf_agents.utils import common
 
@@ -47,6 +47,7 @@ from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
 BASELINES = "baselines.json"       # in CHECKPOINTS
+IMITATION_LEARNING_RATE = 1e-3
 
 
 @dataclasses.dataclass
@@ -87,37 +88,47 @@ class Trainer:
         self.agent, self.actor = make_agent(self.env.time_step_spec(), self.env.action_spec(),
                                             config, self.step)
         self.baselines = Baselines(config.baseline_window)
+        self.imitation_optimizer = tf.keras.optimizers.Adam(IMITATION_LEARNING_RATE)
         self.checkpointer = common.Checkpointer(
             ckpt_dir=os.path.join(out, CHECKPOINTS), max_to_keep=2, agent=self.agent,
-            policy=self.agent.policy, train_step=self.step)
+            policy=self.agent.policy, train_step=self.step,
+            imitation_optimizer=self.imitation_optimizer)
         self.checkpointer.initialize_or_restore()
         self.baselines.load(os.path.join(out, CHECKPOINTS))
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
-        log = _read_log(os.path.join(out, LOG))
+        log = read_log(os.path.join(out, LOG))
         self.history, self.imitation = log["iterations"], log.get("imitation", [])
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
     @property
     def iterations_done(self) -> int:
-        return int(self.step.numpy())
+        """Iterations logged (and checkpointed with them); not the agent's train step, which
+        PPO advances once per epoch of each iteration."""
+        return len(self.history)
 
     def imitate(self, decisions: Sequence, epochs: int, starts: int = 2,
                 progress: Callable[[dict], None] = lambda row: None) -> list:
         """Teach the actor, before any reinforcement learning, to move each group to its
-        device in `decisions` (one per problem; imitation.py), from `starts` random starts per
-        problem, for `epochs` passes. Done once per directory: a resumed run finds it in
-        training.json and skips it. Returns each epoch's loss and accuracy."""
-        if self.imitation or epochs <= 0:
+        device in `decisions` (one per problem; imitation.py: walks from `starts` random
+        starts, the decision and one device), until `epochs` passes are done in all. Each pass is checkpointed: a killed
+        run resumes at its next pass (training.json counts them). Returns each epoch's loss
+        and accuracy."""
+        if len(self.imitation) >= epochs:
             return self.imitation
         if self.iterations_done:
             raise InputError(f"{self.out} has {self.iterations_done} iterations of "
                              "reinforcement learning already; imitation comes before them")
         demonstrations = Demonstrations.record(self.problems, decisions, starts,
                                                seed=self.config.seed)
-        self.imitation = imitate(self.actor, demonstrations, epochs, seed=self.config.seed,
-                                 progress=progress)
-        self.save()
+
+        def learned(row):
+            self.imitation.append(row)
+            self.save()
+            progress(row)
+
+        imitate(self.actor, demonstrations, epochs, self.imitation_optimizer,
+                seed=self.config.seed, first_epoch=len(self.imitation) + 1, progress=learned)
         return self.imitation
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
@@ -126,7 +137,7 @@ class Trainer:
         while self.iterations_done < iterations:
             start = time.perf_counter()
             experience, episodes = self._collect()
-            with self.writer.as_default(step=self.step):
+            with self.writer.as_default(step=self.iterations_done + 1):
                 loss = self._train(experience).loss
                 row = self._record(episodes, float(loss), time.perf_counter() - start)
                 for key in ("loss", "mean_return", "best_speedup"):
@@ -169,15 +180,15 @@ class Trainer:
         returns = np.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]
         if self.config.algorithm == "reinforce":
             rewards = self.baselines.reshape(problem, rewards, returns)
-        experience = _padded(steps._replace(reward=tf.constant(rewards)), specs.MAX_GROUPS)
-        return experience, (problem, float(returns[:, 0].mean()))
+        return (steps._replace(reward=tf.constant(rewards)),
+                (problem, float(returns[:, 0].mean())))
 
     def _record(self, episodes, loss: float, seconds: float) -> dict:
         problem, mean_return = episodes
         views = self.environments[0].views
         speedups = [views[p].objective.single_us / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
-        row = {"iteration": self.iterations_done, "problem": problem, "loss": loss,
+        row = {"iteration": self.iterations_done + 1, "problem": problem, "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
                "best_us": self.best(problem)[0],
                "best_speedup": float(np.mean(speedups))}
@@ -213,7 +224,7 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
 def _run_episodes(env, act):
     """Step a batch of in-step environments through one episode: a Trajectory [batch, time].
 
-    act: a policy's `action` (traced once: observations have fixed shapes)."""
+    act: a policy's `action`, traced with relaxed shapes: problems of every size share it."""
     time_step = env.reset()
     steps = []
     while True:
@@ -224,27 +235,6 @@ def _run_episodes(env, act):
             break
         time_step = next_step
     return tf.nest.map_structure(lambda *xs: tf.stack(xs, axis=1), *steps)
-
-
-def _padded(experience, length: int):
-    """The trajectory padded in time to `length` with boundary steps (LAST -> FIRST, no
-    reward), which the agents leave out of their losses: every problem then trains through
-    one traced function, whatever its number of groups."""
-    missing = length - int(experience.step_type.shape[1])
-    if missing <= 0:
-        return experience
-
-    def pad(values, fill=None):
-        last = values[:, -1:]
-        tail = tf.repeat(last, missing, axis=1) if fill is None else tf.fill(
-            tf.concat([tf.shape(last)[:1], [missing], tf.shape(last)[2:]], 0),
-            tf.cast(fill, values.dtype))
-        return tf.concat([values, tail], axis=1)
-
-    padded = tf.nest.map_structure(pad, experience)
-    return padded._replace(step_type=pad(experience.step_type, ts.StepType.LAST),
-                           next_step_type=pad(experience.next_step_type, ts.StepType.FIRST),
-                           reward=pad(experience.reward, 0), discount=pad(experience.discount, 0))
 
 
 class Baselines:
@@ -275,7 +265,7 @@ class Baselines:
                 self.seen = {int(p): [np.array(e) for e in v] for p, v in json.load(f).items()}
 
 
-def _read_log(path: str) -> dict:
+def read_log(path: str) -> dict:
     if not os.path.isfile(path):
         return {"iterations": []}
     with open(path, encoding="utf-8") as f:
@@ -285,7 +275,6 @@ def _read_log(path: str) -> dict:
 def _write_log(path: str, config: dict, history: list, imitation: list) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"config": config, "max_groups": specs.MAX_GROUPS,
-                   "max_devices": specs.MAX_DEVICES, "imitation": imitation,
-                   "iterations": history}, f, indent=1)
+        json.dump({"config": config, "imitation": imitation, "iterations": history}, f,
+                  indent=1)
     os.replace(tmp, path)

@@ -134,7 +134,7 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
     op k * n_ops + i, step k's step-end op is steps * n_ops + k, with the edges of the module
     docstring. The session's device runs only step-end ops, whose time (the last column of
     compute_us) is 0 until Stream.simulate sets a placement's remote-task cost."""
-    n, n_tensors, n_devices = problem.n_ops, len(problem.tensor_producer), problem.n_devices
+    n, n_tensors = problem.n_ops, len(problem.tensor_producer)
     op_offset = (np.arange(steps) * n)[:, None]
     tensor_offset = (np.arange(steps) * n_tensors)[:, None]
     step_end = steps * n + np.arange(steps)

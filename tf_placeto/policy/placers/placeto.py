@@ -5,7 +5,7 @@ the package); `budget`, episodes of fine-tuning on this graph (0: one greedy epi
 zero-shot; AUTO_BUDGET within method auto); `start`, where episodes start: "fast" (the best
 decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
 "single" (every group on the best device).
-The problem is coarsened to the policy's maximum number of groups first.
+The policy places the problem as it is: any number of groups, on any number of devices.
 """
 
 from __future__ import annotations
