@@ -4,8 +4,8 @@ One row per (graph, devices, method): the step time (simulated from the profile,
 of real runs with their spread; under the throughput objective, the seconds per step of a
 stream of steps in flight, simulated or real), the simulator's prediction beside it, the lower
 bound, the ratio to the best feasible method and to the bound, how long the placer took to
-decide, whether the placer follows the objective, and whether the placement fits in memory. One row per (graph, devices) names the
-lower bound itself.
+decide, whether the placer follows the objective, and whether the placement fits in memory.
+One row per (graph, devices) names the lower bound itself.
 
 The table is checked before it is returned: a simulated step time below the lower bound would
 be a bug in the simulator or the bound, so it raises instead of being printed.

@@ -36,8 +36,8 @@ def test_a_device_holding_a_groups_neighbours_keeps_its_bytes(policy_problems):
     problem = policy_problems[1]
     episode = Episode(GraphView(problem), np.zeros(problem.n_groups, np.int64))
     rows = episode.observation()["candidates"]        # everything sits on device 0
-    if episode.candidates.scales.neighbours(0)[1].sum() > 0:
-        np.testing.assert_allclose(rows[:, specs.BYTES_KEPT], np.eye(problem.n_devices)[0])
+    assert episode.candidates.scales.neighbours(0)[1].sum() > 0   # group 0 sends bytes
+    np.testing.assert_allclose(rows[:, specs.BYTES_KEPT], np.eye(problem.n_devices)[0])
     assert rows[:, specs.DEVICE_WORK].sum() == 0.0     # nothing is scheduled yet
 
 

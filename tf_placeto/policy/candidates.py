@@ -29,14 +29,20 @@ class Candidates:
         self.scales = shared or CandidateScales(problem)
         self.schedule = Schedule(problem, self.scales.timing)
         self.work_us = np.zeros(problem.n_devices)
+        self._offer = (-1, None, None)      # (group, start, run per device): rows' for place
+
+    def _offered(self, group: int) -> tuple:
+        """(start, run) per device for `group`, computed once for its rows and its place."""
+        if self._offer[0] != group:
+            start, _ = self.schedule.offers(group)
+            self._offer = (group, start[0], self.schedule.occupies(group)[0])
+        return self._offer[1:]
 
     def rows(self, group: int, group_devices: np.ndarray) -> np.ndarray:
         """(n_devices, NUM_CANDIDATE_FEATURES) for `group` in the placement `group_devices`
         (visited groups where the episode put them, the others where they sit now)."""
         problem, scales = self.problem, self.scales
-        start, _ = self.schedule.offers(group)
-        start = start[0]
-        run = self.schedule.occupies(group)[0]
+        start, run = self._offered(group)
         allowed = problem.allowed[group]
         finish = np.where(allowed, start + run, np.inf)
         best = finish[allowed].min() if allowed.any() else 0.0
@@ -69,10 +75,8 @@ class Candidates:
 
     def place(self, group: int, device: int) -> None:
         """Schedule `group` on `device` (its inputs are scheduled: groups come in order)."""
-        start, _ = self.schedule.offers(group)
-        begin = start[0, device]
-        self.schedule.assign(group, device, begin,
-                             begin + self.schedule.occupies(group)[0, device])
+        start, run = self._offered(group)
+        self.schedule.assign(group, device, start[device], start[device] + run[device])
         self.work_us[device] += self.problem.compute_us[group, device]
 
 

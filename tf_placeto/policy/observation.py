@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tf_placeto.placers.common import mean_compute_us
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import specs
 from tf_placeto.policy.candidates import CandidateScales
@@ -27,12 +26,11 @@ class GraphView:
         self.problem = problem
         self.edges = np.stack([problem.edge_src, problem.edge_dst], axis=1).astype(np.int32)
         self.ancestors = _ancestors(problem)           # [i, j]: j comes before i
-        compute = mean_compute_us(problem)
+        self.scales = CandidateScales(problem)
         sent = np.bincount(problem.edge_src, weights=problem.edge_bytes, minlength=n)
         self.static = np.zeros((n, 3), np.float32)
-        for column, values in enumerate((compute, sent, problem.memory_bytes)):
+        for column, values in enumerate((self.scales.group_us, sent, problem.memory_bytes)):
             self.static[:, column] = values / max(float(np.max(values, initial=0.0)), 1e-12)
-        self.scales = CandidateScales(problem)
         self.objective = Objective(problem)
         self.start = (start_placement(problem) if initial is None
                       else problem.check(np.asarray(initial, np.int64)))
