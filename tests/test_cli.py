@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -321,14 +322,21 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "single", "--imitate", "3",
+                     "--imitate-exact", "5", "--link", "25:7600", "k80", "--real-steps", "1",
                      "--cache", cache)
     assert result.returncode == 0, result.stderr
     assert "after 3 epochs of imitation" in result.stdout
-    assert "trained 2 iterations on 1 problems" in result.stdout
+    assert "trained 3 iterations on 3 problems" in result.stdout
+    assert "1 iterations measured for real" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = json.loads((out / "training.json").read_text())
-    assert len(log["iterations"]) == 2 and len(log["imitation"]) == 3
+    assert len(log["iterations"]) == 3 and len(log["imitation"]) == 3
+    real = log["iterations"][-1]
+    assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])
+    logged = [json.loads(line) for path in pathlib.Path(cache).rglob("observations.jsonl")
+              for line in path.read_text().splitlines()]
+    assert sum(o["origin"] == "train" for o in logged) >= 1
     placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
                      "--policy", str(out), "--start", "random", "--simulate", "--cache", cache,
                      "--json")
@@ -342,6 +350,8 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     (["--counts", "1"], "--counts 1: a placement needs at least 2 devices"),
     (["--counts", "2", "--members", "5-2"], "--members '5-2': write A-B"),
     (["--counts", "2", "--steps", "0"], "--steps 0 trains nothing"),
+    (["--counts", "2", "--imitate-exact", "5"], "give --imitate too"),
+    (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here):
     code, error = cli_here("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"),

@@ -30,6 +30,7 @@ from tf_placeto.measure.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import objective_and_in_flight
+from tf_placeto.policy.real import MeasuredGraph
 from tf_placeto.rewrite import check_output_path, placed_proto, write_placed
 from tf_placeto.workload import MemoryLimit, load_workload
 
@@ -200,24 +201,29 @@ def simulate(source, placement: Union[None, str, Mapping] = None, *,
                       [device_set.names[d] for d in measurer.device_indices(placement)])
 
 
-def training_problems(graphs: Sequence[str], counts: Sequence[int], *,
-                      members: Optional[str] = None, devices: Optional[str] = None,
-                      cluster: Optional[str] = None, link: Optional[str] = None,
-                      max_groups: int = DEFAULT_MAX_GROUPS,
-                      cache: Optional[str] = None) -> list:
-    """The placement problems `tf-placeto train` learns on: each graph (examples:FAMILY: its
-    `members`, "A-B") profiled on the devices or cluster (neither: local:2), on each device
-    count of devices like the profiled ones, joined by `link` if given."""
+def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
+                      members: Optional[str] = None, links: Sequence[Optional[str]] = (None,),
+                      on_runtime: bool = False, max_groups: int = DEFAULT_MAX_GROUPS,
+                      cache: Optional[str] = None) -> tuple:
+    """(problems, measurable): the placement problems `tf-placeto train` learns on. Each graph
+    (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
+    tf_placeto.measure.runtime.Runtime); its problems are on each device count of devices like
+    the profiled ones, joined by each of `links` (None: the measured link), and with
+    `on_runtime` also on the runtime's own devices. measurable: for those last problems, by
+    index, what measuring their placements for real needs (policy.real.MeasuredGraph)."""
     sources = registry.expand(graphs, members)
-    link = Link.parse(link) if link else None
-    problems = []
-    with open_runtime(devices, cluster or (None if devices else "local:2")) as runtime:
-        for source in progress(sources, desc="profiling", unit="graph"):
-            workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
-            problems += [workload.problem(n, link=link) for n in counts]
-    log.info("training on %d graphs x %d device counts = %d problems", len(sources),
-             len(counts), len(problems))
-    return problems
+    links = [Link.parse(link) if link else None for link in links]
+    problems, measurable = [], {}
+    for source in progress(sources, desc="profiling", unit="graph"):
+        workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
+        problems += [workload.problem(n, link=link) for link in links for n in counts]
+        if on_runtime:
+            measurable[len(problems)] = MeasuredGraph(workload.graph, workload.profile_dir)
+            problems.append(workload.problem())
+    log.info("training on %d graphs x %d device counts x %d links%s = %d problems",
+             len(sources), len(counts), len(links),
+             " (and the runtime's own devices)" if on_runtime else "", len(problems))
+    return problems, measurable
 
 
 @dataclasses.dataclass

@@ -7,12 +7,14 @@ log is); 2 bad input or usage (one line on stderr, nothing written); 130 interru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 from tf_placeto import _quiet, api, methods, plots
@@ -23,9 +25,10 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
+from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
-from tf_placeto.policy.starts import START_KINDS, initial_placement
+from tf_placeto.policy.starts import START_KINDS, best_known, initial_placement
 from tf_placeto.workload import MemoryLimit
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -118,11 +121,16 @@ def _option_help(spec, option) -> str:
     return f"{spec.name}: {option.help}" + (f" ({'; '.join(defaults)})" if defaults else "")
 
 
-def _link_argument(parser) -> None:
-    parser.add_argument("--link", metavar="LAT_US:BYTES_PER_US[:COPY]",
+def _link_argument(parser, several: bool = False) -> None:
+    parser.add_argument("--link", metavar="[machine:]LAT_US:BYTES_PER_US[:COPY]",
+                        nargs="+" if several else None,
                         help="simulate devices joined by this link instead of the measured one, "
-                             "e.g. 25:7600 (Placeto's K80 GPUs); COPY: the share each end's "
-                             "processor spends copying (default 0)")
+                             "e.g. 25:7600 (Placeto's K80 links between the profiled cluster's "
+                             "tasks); COPY: the share each end's processor spends copying "
+                             "(default 0); machine: devices of one machine, with no per-task "
+                             "or per-tensor RPC cost; k80 stands for machine:25:7600, the "
+                             "paper's K80 GPUs" + ("; several: every problem under each"
+                                                   if several else ""))
 
 
 def _say(message: str) -> None:
@@ -297,16 +305,25 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--episodes", metavar="K", type=_count(1), default=4,
                        help="parallel episodes per iteration (default 4)")
     train.add_argument("--imitate", metavar="EPOCHS", type=_count(0), default=0,
-                       help="before the iterations, teach the policy the fast placers' best "
-                            "decision of each problem for EPOCHS passes (behaviour cloning; "
-                            "default 0: none)")
+                       help="before the iterations, teach the policy the best decision known "
+                            "for each problem (the fast placers' best; see --imitate-exact) "
+                            "for EPOCHS passes (behaviour cloning; default 0: none)")
+    train.add_argument("--imitate-exact", metavar="S", type=_seconds, default=0.0,
+                       help="give the exact placer S seconds per problem: where it proves its "
+                            "decision optimal and that decision simulates faster than the "
+                            "fast placers' best, imitation teaches it instead (default: not asked)")
+    train.add_argument("--real-steps", metavar="N", type=_count(0), default=0,
+                       help="after the simulated iterations, N more on each graph on the "
+                            "runtime's own devices, whose episodes' returns are measured for "
+                            "real (their starts and ends timed in turns, logged with the "
+                            "profile's real runs; default 0: none)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
     train.add_argument("--start", choices=START_KINDS, default="random",
                        help="where every episode starts: random (default), the Placeto paper's "
                             "random placement; fast, the fast placers' best decision, for a "
                             "policy that learns to improve it (as `place` uses it by default); "
                             "single, every group on the best device")
-    _link_argument(train)
+    _link_argument(train, several=True)
     _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
     train.add_argument("--seed", type=_count(0), default=0)
@@ -645,55 +662,92 @@ def _show(args) -> int:
 
 def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
-    from tf_placeto.policy.training import LOG, Trainer, TrainingConfig, read_log
+    from tf_placeto.policy.real import RealSteps
+    from tf_placeto.policy.training import LOG, read_log
 
-    if args.steps < 1 and not args.imitate:
-        raise InputError("--steps 0 trains nothing: give at least 1 iteration, or --imitate")
+    if args.steps < 1 and not args.imitate and not args.real_steps:
+        raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
+                         "--real-steps")
     bad = [n for n in args.counts if n < 2]
     if bad:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
-    problems = api.training_problems(args.graphs, args.counts, members=args.members,
-                                     devices=args.devices, cluster=args.cluster, link=args.link,
-                                     max_groups=args.max_groups, cache=args.cache)
-    _say(f"training on {len(problems)} problems; writing to {args.out}")
+    if args.imitate_exact and not args.imitate:
+        raise InputError("--imitate-exact chooses what imitation teaches: give --imitate too")
+    with contextlib.ExitStack() as stack:
+        runtime = stack.enter_context(open_runtime(
+            args.devices, args.cluster or (None if args.devices else "local:2")))
+        if len(runtime.device_names) < 2 and args.real_steps:
+            raise InputError("--real-steps measures on the runtime's devices: give a runtime "
+                             "with at least 2 (--cluster local:2, --devices 2)")
+        problems, measurable = api.training_problems(
+            args.graphs, args.counts, runtime, members=args.members, links=args.link or [None],
+            on_runtime=bool(args.real_steps), max_groups=args.max_groups, cache=args.cache)
+        if not args.real_steps:
+            stack.close()       # the runtime is needed again only to measure
+        _say(f"training on {len(problems)} problems; writing to {args.out}")
+        trainer = _trained(args, problems)
+        if args.real_steps:
+            _iterate(trainer, args.steps + args.real_steps, args.episodes, "real iteration",
+                     real=RealSteps(runtime, measurable))
+    policy = trainer.export()
+    if trainer.imitation:
+        print(f"after {len(trainer.imitation)} epochs of imitation, the policy's likeliest "
+              f"device was the demonstrated one in {trainer.imitation[-1]['accuracy']:.1%} of "
+              "the moves")
+    if trainer.iterations_done:
+        history = trainer.history
+        print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; "
+              f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
+              "on average (simulated)")
+        real = [row for row in history if "real_return" in row]
+        if real:
+            print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
+                  f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
+                  f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
+    curve = plots.learning_curve(read_log(os.path.join(args.out, LOG)),
+                                 os.path.join(args.out, "learning_curve.png"))
+    print(f"policy: {policy}")
+    print(f"learning curve: {curve}")
+    return EXIT_OK
+
+
+def _trained(args, problems):
+    """The trainer on `problems` after imitation and the simulated iterations that `args` ask
+    for (a resumed run goes on where it stopped)."""
+    from tf_placeto.policy.training import Trainer, TrainingConfig     # heavy: TF-Agents
 
     def starts(kind):
         return [initial_placement(problem, kind)[1]
                 for problem in progress(problems, desc=f"{kind} starts", unit="problem")]
 
     initial = None if args.start == "random" else starts(args.start)
-    trainer = Trainer(problems, args.out, TrainingConfig(algorithm=args.algorithm,
-                                                         episodes=args.episodes, seed=args.seed),
-                      initial=initial)
-    if len(trainer.imitation) < args.imitate:     # a resumed run goes on where it stopped
-        fast = initial if args.start == "fast" else starts("fast")
+    trainer = Trainer(problems, args.out, TrainingConfig(
+        algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial)
+    if len(trainer.imitation) < args.imitate:
+        lessons = initial if args.start == "fast" and not args.imitate_exact else [
+            best_known(problem, args.imitate_exact)[1]
+            for problem in progress(problems, desc="decisions to imitate", unit="problem")]
         with progress(total=args.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
             def imitated(row):
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
-            trainer.imitate(fast, args.imitate, progress=imitated)
-    with progress(total=args.steps, initial=trainer.iterations_done, unit="iteration") as bar:
+            trainer.imitate(lessons, args.imitate, progress=imitated)
+    _iterate(trainer, args.steps, args.episodes, "iteration")
+    return trainer
+
+
+def _iterate(trainer, iterations: int, episodes: int, unit: str, real=None) -> None:
+    """Train until `iterations` are done in all, with a progress bar."""
+    if trainer.iterations_done >= iterations:
+        return
+    with progress(total=iterations, initial=trainer.iterations_done, unit=unit) as bar:
         def iterated(row):
             bar.update(1)
-            bar.set_postfix(episodes=row["iteration"] * args.episodes,
+            bar.set_postfix(episodes=row["iteration"] * episodes,
                             best_speedup=f"{row['best_speedup']:.3f}x",
                             mean_return=f"{row['mean_return']:+.3f}")
-        history = trainer.run(args.steps, progress=iterated)
-    policy = trainer.export()
-    if trainer.imitation:
-        print(f"after {len(trainer.imitation)} epochs of imitation, the policy's likeliest "
-              f"device was the fast placers' in {trainer.imitation[-1]['accuracy']:.1%} of "
-              "the moves")
-    if trainer.iterations_done:
-        print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; "
-              f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
-              "on average (simulated)")
-    curve = plots.learning_curve(read_log(os.path.join(args.out, LOG)),
-                                 os.path.join(args.out, "learning_curve.png"))
-    print(f"policy: {policy}")
-    print(f"learning curve: {curve}")
-    return EXIT_OK
+        trainer.run(iterations, progress=iterated, real=real)
 
 
 def _examples(args) -> int:

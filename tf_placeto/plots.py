@@ -135,7 +135,8 @@ def tensorboard_graph(graph, op_devices, logdir: str) -> str:
 def learning_curve(log: dict, path: str) -> str:
     """A policy's training (the `training.json` of tf_placeto.policy.training): imitation's
     loss and accuracy per epoch, then reinforcement learning's mean return per iteration
-    (with its rolling mean over 20) and the best placements' speedup over one device."""
+    (with its rolling mean over 20; the iterations measured for real also as points) and the
+    best placements' speedup over one device."""
     imitation = pd.DataFrame(log.get("imitation", []))
     iterations = pd.DataFrame(log.get("iterations", []))
     figure = _figure(figsize=(10, 3.4))
@@ -154,6 +155,9 @@ def learning_curve(log: dict, path: str) -> str:
                    label="mean return, rolling 20")
         right.plot(iterations["iteration"], iterations["best_speedup"],
                    label="best placements' speedup over one device")
+        if "real_return" in iterations:
+            right.scatter(iterations["iteration"], iterations["real_return"], s=8,
+                          label="mean return measured for real")
         right.legend(fontsize=8)
     right.set_xlabel("iteration")
     right.set_title("reinforcement learning" if len(iterations)

@@ -163,3 +163,24 @@ def test_more_devices_keep_the_calibrated_link_unless_another_link_is_asked(grap
     asked = model.with_more_devices(4, Link.parse("25:7600"))[1].calibration
     assert asked.latency_us is None and asked.bytes_per_us is None and asked.copy_share is None
     assert asked.copy_us == 9.0
+
+
+def test_a_link_within_one_machine_joins_devices_of_one_task_without_the_clusters_costs(graph):
+    from tf_placeto.measure.calibration import Calibration
+    from tf_placeto.measure.costmodel import Link
+
+    model = _model(graph)
+    model.meta["devices"] = [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in range(2)]
+    model.ops["remote_extra_us"] = 5.0
+    model.calibration = Calibration(compute_scale=2.0, remote_task_us=3000.0, copy_us=9.0,
+                                    iteration_us=4.0)
+    assert Link.parse("k80") == Link.parse("machine:25:7600") == Link(25.0, 7600.0, 0.0, True)
+    assert not Link.parse("25:7600").one_machine
+    names, k80 = model.with_more_devices(3, Link.parse("k80"))
+    assert names == [f"/job:worker/replica:0/task:0/device:CPU:{k}" for k in range(3)]
+    assert k80.calibration.remote_task_us == k80.calibration.copy_us == 0.0
+    assert k80.calibration.iteration_us == 0.0 and k80.calibration.compute_scale == 2.0
+    assert not k80.remote_extra_us(graph, ["CPU"]).any()
+    tasks = model.with_more_devices(3, Link.parse("25:7600"))[1]
+    assert tasks.calibration.remote_task_us == 3000.0
+    assert tasks.remote_extra_us(graph, ["CPU"]).any()

@@ -48,3 +48,14 @@ def test_episodes_go_on_from_the_previous_placement_or_restart_from_a_fixed_one(
         np.testing.assert_array_equal(firsts[1], initial if restart == "fixed" else lasts[0])
     with pytest.raises(ValueError, match="restart must be one of"):
         PlacementEnvironment([problem], restart="best")
+
+
+def test_episodes_may_be_drawn_from_some_problems_only(policy_problems):
+    env = PlacementEnvironment(policy_problems, seed=0)
+    drawn = []
+    for draw_from in ([1], None):
+        env.draw_from(draw_from)
+        for _ in range(4):
+            env.reset()
+            drawn.append(env.index)
+    assert drawn[:4] == [1] * 4 and set(drawn[4:]) == set(range(len(policy_problems)))

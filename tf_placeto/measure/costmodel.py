@@ -85,27 +85,41 @@ def graph_profile_directory(graph: OpGraph, device_names, cache: Optional[str] =
     return profile_directory(profile_key(graph, device_names)[0], cache)
 
 
+LINK_PRESETS = {"k80": "machine:25:7600"}    # Placeto's paper: K80 GPUs of one server
+
+
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """One link between two devices: latency + bytes / bandwidth, a copy share at each end."""
+    """One link between two devices: latency + bytes / bandwidth, a copy share at each end.
+
+    one_machine: the devices it joins are devices of one machine (the GPUs of one server, as in
+    Placeto's paper), not tasks of a cluster: a step then pays no RunGraph call per task and no
+    RPC per crossing tensor, the costs that the calibration fits on a cluster's workers."""
 
     latency_us: float
     bytes_per_us: float
     copy_share: float = 0.0
+    one_machine: bool = False
 
     @classmethod
     def parse(cls, text: str) -> "Link":
-        """"LATENCY_US:BYTES_PER_US[:COPY_SHARE]", e.g. "25:7600" (Placeto's K80 GPUs)."""
+        """"[machine:]LATENCY_US:BYTES_PER_US[:COPY_SHARE]", e.g. "25:7600" (tasks of a
+        cluster joined by Placeto's K80 links), "machine:25:7600" or "k80" (K80 GPUs of one
+        machine)."""
+        spec = LINK_PRESETS.get(text.strip().lower(), text.strip())
+        one_machine = spec.startswith("machine:")
         try:
-            values = [float(v) for v in text.split(":")]
-            link = cls(*values)
+            values = [float(v) for v in spec.removeprefix("machine:").split(":")]
+            link = cls(*values) if len(values) <= 3 else None
         except (ValueError, TypeError):
-            raise InputError(f"link {text!r}: write LATENCY_US:BYTES_PER_US[:COPY_SHARE], "
-                             "e.g. 25:7600") from None
+            link = None
+        if link is None:
+            raise InputError(f"link {text!r}: write [machine:]LATENCY_US:BYTES_PER_US"
+                             "[:COPY_SHARE], e.g. 25:7600, or k80")
         if link.latency_us < 0 or link.bytes_per_us <= 0 or not 0 <= link.copy_share <= 0.5:
             raise InputError(f"link {text!r}: latency >= 0, bandwidth > 0, copy share in "
                              "[0, 0.5]")
-        return link
+        return dataclasses.replace(link, one_machine=one_machine)
 
 
 @dataclasses.dataclass
@@ -191,7 +205,9 @@ class CostModel:
         The simulated machine is the profiled one with more of the same devices: the same per-op
         costs, and for every pair of devices the median of the links that were measured, or
         `link` to ask what other links would do. Names follow the profiled ones: tasks of the
-        same job on a cluster, /device:TYPE:k locally.
+        same job on a cluster, /device:TYPE:k locally; devices of the first task for a link
+        within one machine, which leaves out what the calibration fitted to a cluster's tasks
+        and RPCs (and the profile's cost of a remote input), keeping its op-time scale.
         """
         if count < 1:
             raise ValueError(f"a device count must be at least 1, not {count}")
@@ -202,12 +218,18 @@ class CostModel:
             raise ValueError("the profile measured no link (it was made on one device): profile "
                              "on at least two devices to simulate several")
         first = profiled[0]
-        names = [dataclasses.replace(first, task=k, index=0).name if not first.is_local
-                 else dataclasses.replace(first, index=k).name for k in range(count)]
-        calibration = self.calibration
+        one_machine = first.is_local or (link is not None and link.one_machine)
+        names = [dataclasses.replace(first, index=k).name if one_machine
+                 else dataclasses.replace(first, task=k, index=0).name for k in range(count)]
+        calibration, ops = self.calibration, self.ops
         if calibration is not None and link is not None:     # the link asked about, as given
             calibration = dataclasses.replace(calibration, latency_us=None, bytes_per_us=None,
                                               copy_share=None)
+        if link is not None and link.one_machine:
+            ops = ops.drop(columns="remote_extra_us", errors="ignore")
+            if calibration is not None:
+                calibration = dataclasses.replace(calibration, remote_task_us=0.0, copy_us=0.0,
+                                                  iteration_us=0.0)
         if link is None and count > 1:
             link = Link(float(self.links["latency_us"].median()),
                         float(self.links["bytes_per_us"].median()),
@@ -216,7 +238,7 @@ class CostModel:
         links = pd.DataFrame([{"src": a, "dst": b, **pair} for a in names for b in names if a != b],
                              columns=LINK_COLUMNS)
         meta = {**self.meta, "simulated_devices": names, "simulated_link": pair}
-        return names, CostModel(ops=self.ops, links=links, meta=meta, calibration=calibration)
+        return names, CostModel(ops=ops, links=links, meta=meta, calibration=calibration)
 
     def save(self, directory: str) -> None:
         """Write the tables, then META_FILE: each file whole (cache.write_atomically), and

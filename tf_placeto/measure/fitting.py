@@ -64,7 +64,7 @@ class Observation:
     assignment: list             # device index of each op (graph order) in the runtime's devices
     step_s: float                # real median step
     label: str = ""
-    origin: str = ""             # what measured it: profile, measure, place or compare
+    origin: str = ""             # what measured it: profile, measure, place, compare or train
     session: str = ""            # runs timed in turns together share one (none: logged before)
 
 

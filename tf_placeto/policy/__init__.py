@@ -4,8 +4,9 @@ specs.py (what the policy sees and does) -> objective.py (what it minimises) -> 
 (where episodes start) -> candidates.py (what each device would mean for the group being
 placed) -> observation.py (a problem as the policy sees it) -> episode.py (the MDP over a
 PlacementProblem) -> environment.py (it as a TF-Agents environment) -> network.py
-(the graph-embedding network) -> imitation.py (imitating the fast placers) -> training.py
-(REINFORCE or PPO, checkpoints, export) -> inference.py (zero-shot or fine-tuned placements).
+(the graph-embedding network) -> imitation.py (imitating the best known decisions) ->
+real.py (returns measured for real) -> training.py (REINFORCE or PPO, checkpoints, export) ->
+inference.py (zero-shot or fine-tuned placements).
 Beside them, rnn_planner.py and rnn_network.py: the hierarchical RNN planner of Mirhoseini et
 al., learned per graph on Placeto's objective, with TensorFlow alone; placers/ offers both as
 placers.

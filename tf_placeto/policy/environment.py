@@ -10,7 +10,7 @@ This module loads TF-Agents when it is imported; the light modules import it ins
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -44,6 +44,7 @@ class PlacementEnvironment(py_environment.PyEnvironment):
         self.restart = restart
         self.last = [None] * len(problems)    # per problem: its last episode's placement
         self._rng = np.random.default_rng(seed)
+        self._pool = list(range(len(problems)))
         self._order = []
         self._observation_spec = specs.observation_spec()
         self._action_spec = specs.action_spec()
@@ -54,9 +55,16 @@ class PlacementEnvironment(py_environment.PyEnvironment):
     def action_spec(self):
         return self._action_spec
 
+    def draw_from(self, indices: Optional[Sequence[int]] = None) -> None:
+        """From the next episode on, take only the problems at `indices` (None: all); the
+        order drawn so far goes on where the choice does not change."""
+        pool = list(range(len(self.views))) if indices is None else [int(i) for i in indices]
+        if pool != self._pool:
+            self._pool, self._order = pool, []
+
     def _reset(self):
         if not self._order:
-            self._order = list(self._rng.permutation(len(self.views)))
+            self._order = list(self._rng.permutation(self._pool))
         self.index = int(self._order.pop())
         previous = self.last[self.index] if self.restart == "previous" else None
         self.episode = Episode(self.views[self.index], previous)   # None: the fixed one

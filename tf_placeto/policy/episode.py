@@ -29,6 +29,7 @@ class Episode:
         else:
             self.devices = np.asarray(start, np.int64).copy()
             self.value, self.result = view.objective(self.devices)
+        self.start = self.devices.copy()
         self.position = 0
         self.first = self.value
         self.best = (self.value, self.devices.copy())     # the best placement it went through

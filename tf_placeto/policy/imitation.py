@@ -1,10 +1,11 @@
-"""The policy's first lessons: imitating the fast placers' decisions (behaviour cloning).
+"""The policy's first lessons: imitating the best known decisions (behaviour cloning).
 
 Trained by REINFORCE alone from random starts, the shipped policy's greedy episodes put every
 group on one device: a move's reward mostly pays for joining a group to its neighbours. So
 that training can start from a policy that splits, the network can first be taught, by
-cross-entropy, to move each group where a demonstration put it: the best decision of the fast
-placers (`starts.fast_start`). The demonstrated episodes walk from random starts through
+cross-entropy, to move each group where a demonstration put it: the best decision known for
+its problem (`starts.best_known`: the fast placers', or the exact placer's where it proves
+optimality and simulates faster). The demonstrated episodes walk from random starts through
 those moves, so the network sees what a greedy episode of a good policy would see. Devices that
 are interchangeable are renamed by first use in group order (`PlacementProblem.canonical`), so
 that a demonstration does not depend on which device a placer happened to call 0; and where a

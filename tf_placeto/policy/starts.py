@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_placeto.placers import optimal
 from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy.objective import Objective, single_device
@@ -40,6 +41,21 @@ def fast_start(problem: PlacementProblem) -> tuple:
     values = [objective(devices)[0] for _, devices in decisions]
     name, devices = decisions[int(np.argmin(values))]
     return name, problem.canonical(devices), values
+
+
+def best_known(problem: PlacementProblem, exact_seconds: float = 0.0) -> tuple:
+    """(name, device per group): the best decision known for `problem`, which imitation
+    teaches: the fast placers' best (fast_start), or the exact placer's decision where, given
+    `exact_seconds` (0: not asked), it proves that decision optimal on its model and the
+    decision also simulates faster. The exact placer's model is not the simulator, so its
+    proof alone does not make its decision the better lesson."""
+    name, devices, values = fast_start(problem)
+    if exact_seconds <= 0:
+        return name, devices
+    decision, info = optimal.place(problem, time_limit=exact_seconds)
+    if info["proven_optimal"] and Objective(problem)(decision)[0] < min(values):
+        return "optimal", problem.canonical(decision)
+    return name, devices
 
 
 START_KINDS = ("fast", "random", "single")

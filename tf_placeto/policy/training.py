@@ -6,7 +6,9 @@ step on all of them. REINFORCE uses Placeto's baseline: for each problem and eac
 step index, the mean return of the last `baseline_window` episodes at that step. It is applied
 by reshaping rewards, r'_t = r_t - b_t + b_(t+1), so that the undiscounted return the agent
 computes from t is exactly G_t - b_t. Adam with the learning rate decayed from 1e-3 to 1e-4,
-gradients clipped to a global norm of 1.25, an entropy bonus.
+gradients clipped to a global norm of 1.25, an entropy bonus. Given real.RealSteps, iterations
+take only problems on the runtime's devices and their episodes' returns are measured for real
+(real.py): training's last, optional stage.
 
 Everything lives under one directory: `checkpoints/` (agent, optimizer, step, baselines; a
 killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
@@ -24,7 +26,7 @@ import json
 import os
 import time
 import warnings
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -44,6 +46,7 @@ from tf_agents.utils import common
 from tf_placeto.policy.environment import PlacementEnvironment
 from tf_placeto.policy.imitation import Demonstrations, imitate
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
+from tf_placeto.policy.real import RealSteps, real_rewards
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
 BASELINES = "baselines.json"       # in CHECKPOINTS
@@ -111,9 +114,9 @@ class Trainer:
                 progress: Callable[[dict], None] = lambda row: None) -> list:
         """Teach the actor, before any reinforcement learning, to move each group to its
         device in `decisions` (one per problem; imitation.py: walks from `starts` random
-        starts, the decision and one device), until `epochs` passes are done in all. Each pass is checkpointed: a killed
-        run resumes at its next pass (training.json counts them). Returns each epoch's loss
-        and accuracy."""
+        starts, the decision and one device), until `epochs` passes are done in all. Each
+        pass is checkpointed: a killed run resumes at its next pass (training.json counts
+        them). Returns each epoch's loss and accuracy."""
         if len(self.imitation) >= epochs:
             return self.imitation
         if self.iterations_done:
@@ -132,16 +135,22 @@ class Trainer:
         return self.imitation
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
-            checkpoint_every: int = 10) -> list:
-        """Train until `iterations` iterations are done in all (a resumed run counts the old)."""
+            checkpoint_every: int = 10, real: Optional[RealSteps] = None) -> list:
+        """Train until `iterations` iterations are done in all (a resumed run counts the old).
+        With `real`, episodes take only its problems, and their returns are measured for real
+        (real.py)."""
+        for environment in self.environments:
+            environment.draw_from(None if real is None else real.problems)
         while self.iterations_done < iterations:
             start = time.perf_counter()
-            experience, episodes = self._collect()
+            experience, episodes = self._collect(real)
             with self.writer.as_default(step=self.iterations_done + 1):
                 loss = self._train(experience).loss
                 row = self._record(episodes, float(loss), time.perf_counter() - start)
-                for key in ("loss", "mean_return", "best_speedup"):
-                    tf.summary.scalar(key, row[key])
+                for key in ("loss", "mean_return", "best_speedup", "real_return",
+                            "simulated_return"):
+                    if key in row:
+                        tf.summary.scalar(key, row[key])
             progress(row)
             if self.iterations_done % checkpoint_every == 0 or self.iterations_done >= iterations:
                 self.save()
@@ -171,27 +180,40 @@ class Trainer:
         moves = [env.views[problem_index].moves for env in self.environments]
         return np.stack(moves, axis=1).ravel()
 
-    def _collect(self):
-        """One episode per environment, all of one problem; rewards reshaped by the baseline
-        (REINFORCE). Returns (experience, (problem index, mean return))."""
+    def _collect(self, real: Optional[RealSteps] = None):
+        """One episode per environment, all of one problem; returns made real where `real`
+        is given; rewards reshaped by the baseline (REINFORCE). Returns (experience,
+        (problem index, mean return, what was measured for real))."""
         steps = _run_episodes(self.env, self._act)
         problem = self.environments[0].index
         rewards = steps.reward.numpy()                     # [batch, groups]
+        measured = {}
+        if real is not None:
+            episodes = [environment.episode for environment in self.environments]
+            seconds = real.seconds(problem, self.problems[problem],
+                                   [e.start for e in episodes] + [e.devices for e in episodes])
+            start_s, end_s = np.split(seconds, 2)
+            corrected, real_returns = real_rewards(rewards, start_s, end_s)
+            measured = {"real_start_s": _json_seconds(start_s),
+                        "real_end_s": _json_seconds(end_s),
+                        "simulated_return": float(rewards.sum(axis=1).mean()),
+                        "real_return": float(real_returns.mean())}
+            rewards = corrected.astype(rewards.dtype)
         returns = np.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]
         if self.config.algorithm == "reinforce":
             rewards = self.baselines.reshape(problem, rewards, returns)
         return (steps._replace(reward=tf.constant(rewards)),
-                (problem, float(returns[:, 0].mean())))
+                (problem, float(returns[:, 0].mean()), measured))
 
     def _record(self, episodes, loss: float, seconds: float) -> dict:
-        problem, mean_return = episodes
+        problem, mean_return, measured = episodes
         views = self.environments[0].views
         speedups = [views[p].objective.single_us / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
         row = {"iteration": self.iterations_done + 1, "problem": problem, "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
                "best_us": self.best(problem)[0],
-               "best_speedup": float(np.mean(speedups))}
+               "best_speedup": float(np.mean(speedups)), **measured}
         self.history.append(row)
         return row
 
@@ -263,6 +285,11 @@ class Baselines:
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 self.seen = {int(p): [np.array(e) for e in v] for p, v in json.load(f).items()}
+
+
+def _json_seconds(seconds: np.ndarray) -> list:
+    """Real step times for training.json: None where the placement failed to run."""
+    return [float(s) if np.isfinite(s) else None for s in seconds]
 
 
 def read_log(path: str) -> dict:
