@@ -5,6 +5,7 @@ import os
 import textwrap
 
 import numpy as np
+import pytest
 
 from tests.helpers import run_python
 from tf_placeto.policy.training import Baselines, Trainer
@@ -59,3 +60,34 @@ def test_ppo_trains_the_same_network_with_its_critic(policy_problems, tmp_path, 
     history = trainer.run(2)
     assert [row["iteration"] for row in history] == [1, 2]
     assert all(np.isfinite(row["loss"]) for row in history)
+
+
+def test_the_real_stage_measures_its_episodes_and_resumes_where_it_stopped(mlp_model, tmp_path,
+                                                                          tiny):
+    """Two logical CPUs of this process: one simulated iteration on three devices like them,
+    then real iterations on the two, killed and resumed."""
+    import tf_placeto as tp
+    from tf_placeto.measure import fitting
+    from tf_placeto.measure.runtime import Runtime
+    from tf_placeto.policy.real import MeasuredGraph, RealSteps
+    from tf_placeto.workload import load_workload
+
+    runtime = Runtime.local(tp.DeviceSet.local(2))
+    mlp = load_workload(mlp_model, runtime, max_groups=6, cache=str(tmp_path / "profiles"))
+    problems = [mlp.problem(3), mlp.problem()]
+    real = RealSteps(runtime, {1: MeasuredGraph(mlp.graph, mlp.profile_dir)}, budget_s=2.0)
+    out = str(tmp_path / "run")
+    Trainer(problems, out, tiny).run(1)
+    Trainer(problems, out, tiny).run(2, real=real)
+    resumed = Trainer(problems, out, tiny)              # as if killed after the first
+    assert resumed.iterations_done == 2
+    history = resumed.run(3, real=real)
+    assert "real_return" not in history[0]
+    for row in history[1:]:
+        assert row["problem"] == 1 and len(row["real_end_s"]) == tiny.episodes
+        starts, ends = np.array(row["real_start_s"]), np.array(row["real_end_s"])
+        assert (starts > 0).all() and (ends > 0).all()
+        assert row["real_return"] == pytest.approx(np.mean((starts - ends) / starts))
+        assert row["mean_return"] == pytest.approx(row["real_return"], abs=1e-5)
+    logged = fitting.read(mlp.profile_dir, len(mlp.graph.ops))
+    assert sum(o.origin == "train" for o in logged) >= 2
