@@ -716,11 +716,9 @@ def _trained(args, problems):
     for (a resumed run goes on where it stopped)."""
     from tf_placeto.policy.training import Trainer, TrainingConfig     # heavy: TF-Agents
 
-    def starts(kind):
-        return [initial_placement(problem, kind)[1]
-                for problem in progress(problems, desc=f"{kind} starts", unit="problem")]
-
-    initial = None if args.start == "random" else starts(args.start)
+    initial = None if args.start == "random" else [
+        initial_placement(problem, args.start)[1]
+        for problem in progress(problems, desc=f"{args.start} starts", unit="problem")]
     trainer = Trainer(problems, args.out, TrainingConfig(
         algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial)
     if len(trainer.imitation) < args.imitate:
