@@ -1,10 +1,13 @@
 """The list schedulers (m_etf, m_sct, heft) on a graph with branches that can run side by
-side."""
+side, and with the costs of splitting a step on CPU workers."""
 
+import numpy as np
 import pytest
 
 from tests.helpers import build_problem, step_us
 from tf_placeto import methods
+from tf_placeto.measure.calibration import Calibration
+from tf_placeto.placers.problem import PlacementProblem
 
 
 @pytest.mark.parametrize("method", ["m_etf", "m_sct", "heft"])
@@ -37,3 +40,36 @@ def test_under_throughput_list_schedulers_stream_faster_than_their_latency_decis
             assert streamed >= throughput.lower_bound_us()
             steady_wins += decided.info["schedule"] == "steady state" and streamed < one_step
     assert steady_wins >= 3
+
+
+def _calibrated(problem, **costs):
+    """`problem` with a runtime's costs of splitting (measure.calibration.Calibration)."""
+    simulation = Calibration(**costs).apply(problem.simulation,
+                                            np.ones(problem.simulation.n_ops))
+    return PlacementProblem.from_simulation(problem.groups, simulation)
+
+
+@pytest.mark.parametrize("method", ["m_etf", "m_sct", "heft"])
+def test_a_crossings_copies_take_processor_time_in_the_schedule(method, two_devices,
+                                                                four_devices):
+    """On CPU workers a crossing tensor's copies take time from the sender's and the
+    receiver's processors. The schedule charges them there, so its estimated step stays
+    near the simulated one (it fell to half when copies counted as link latency only)."""
+    for problem in (two_devices, four_devices):
+        problem = _calibrated(problem, copy_us=300.0, copy_share=0.3)
+        decided = methods.place(method, problem)
+        simulated = step_us(problem, decided.group_devices)
+        assert 0.7 * simulated <= decided.info["estimated_step_us"] <= 1.1 * simulated
+
+
+@pytest.mark.parametrize("method", ["m_etf", "m_sct", "heft"])
+def test_a_worker_task_that_costs_more_than_it_saves_stays_unused(method, two_devices):
+    """Each worker task besides the session's own costs the step its RunGraph call: when
+    that is dearer than the whole step, the schedule keeps everything in task 0."""
+    problem = _calibrated(two_devices, remote_task_us=10 * step_us(
+        two_devices, np.zeros(two_devices.n_groups, np.int64)))
+    problem.simulation.device_task = np.array([0, 1])
+    decided = methods.place(method, problem)
+    assert (decided.group_devices == 0).all()
+    assert decided.info["estimated_step_us"] == pytest.approx(
+        step_us(problem, decided.group_devices), rel=0.05)

@@ -70,6 +70,15 @@ class EdgeTiming:
                 + problem.edge_bytes[edge] / problem.bytes_per_us[src]
                 + np.where(elsewhere, problem.edge_extra_us[edge], 0.0))
 
+    def copy_us(self, problem: PlacementProblem, edge: int, src: int) -> np.ndarray:
+        """Per device, the processor time the edge's crossing from device src takes at each
+        of its ends (0 to src itself): the fixed copy per tensor and the copy share of its
+        bytes, which CPU workers spend serializing and deserializing (simulator's model)."""
+        simulation = problem.simulation
+        return (self.tensors[edge] * simulation.link_copy_us[src]
+                + simulation.link_copy_share[src] * problem.edge_bytes[edge]
+                / problem.bytes_per_us[src])
+
     def mean_transfer_us(self, problem: PlacementProblem) -> np.ndarray:
         """Per edge, the crossing time (transfer and remote extra) averaged over pairs of
         distinct devices."""

@@ -8,9 +8,15 @@ another device it may start the edge's lag after the producer started, once the 
 has crossed the link; on the producer's own device it waits for the device anyway. Each
 ordered pair of devices is a channel that carries one edge's data at a time, one latency per
 tensor plus bytes / bandwidth, booked in the order groups are scheduled (again no insertion),
-as the simulator's channels do. Only forward edges order groups: feedback edges point
-backwards and carry no precedence. "Ready" means every producer is scheduled (placed, with a
-start time), not finished.
+as the simulator's channels do. What a crossing costs the devices' processors is their time,
+not the link's, as in the simulator: its copies (on CPU workers, the serialization at the
+sender and the deserialization at the receiver, `EdgeTiming.copy_us`) keep the sender busy
+longer and the receiving group runs longer by its copy and its ops' remote extra. The drivers
+choose as if a device of a task that the step does not use yet started and finished later by
+the task's per-step cost (its RunGraph call, `remote_task_us`), which the estimated step
+includes. Only forward edges order
+groups: feedback edges point backwards and carry no precedence. "Ready" means every producer
+is scheduled (placed, with a start time), not finished.
 
 Under the throughput objective (PlacementProblem.objective) the schedule is the stream's
 steady state instead, where steps in flight hide the waits of one step: a device's timeline
@@ -75,6 +81,15 @@ class Schedule:
             self.feedback[b].append((e, int(a)))
         self.waiting = np.array([len(e) for e in self.in_edges], np.int64)
         self.ready = self.waiting == 0
+        self.tasks_used = {0}
+        self._arrivals = {}      # group -> _arrival(group), until the next assign
+
+    def task_cost(self) -> np.ndarray:
+        """Per device, what using it adds to the step: its task's per-step cost if the step
+        does not use that task yet (never for task 0, the session's own)."""
+        simulation = self.problem.simulation
+        new = ~np.isin(simulation.device_task, list(self.tasks_used))
+        return np.where(new, simulation.remote_task_us, 0.0)
 
     def offers(self, groups) -> tuple:
         """(start times, allowed) for `groups` x devices, allowed per the memory rule."""
@@ -90,14 +105,17 @@ class Schedule:
         return start, usable
 
     def occupies(self, groups) -> np.ndarray:
-        """(len(groups), n_devices): how long each group keeps each device busy: its compute,
-        and, pipelined, its placed inputs' and feedback partners' crossings into it."""
+        """(len(groups), n_devices): how long each group keeps each device busy: its compute
+        and its inputs' crossings into it (one step: their copies at this end and the remote
+        extra; pipelined: its placed inputs' and feedback partners' whole crossings)."""
         groups = np.atleast_1d(groups)
         busy = self.problem.compute_us[groups].copy()
-        if self.pipelined:
-            for row, g in enumerate(groups):
+        for row, g in enumerate(groups):
+            if self.pipelined:
                 for _, here, _ in self._crossings(g):
                     busy[row] += here
+            else:
+                busy[row] += self._arrival(g)[2]
         return busy
 
     def _crossings(self, group: int):
@@ -127,9 +145,13 @@ class Schedule:
             for src, _, there in self._crossings(group):
                 self.free_at[src] += there[device]
         else:
-            for src, channel_free_at in self._arrival(group)[1].items():
+            _, channels, _, sent = self._arrival(group)
+            for src, channel_free_at in channels.items():
                 if src != device:
                     self.channel_free_at[src, device] = channel_free_at[device]
+                    self.free_at[src] += sent[src][device]
+        self._arrivals.clear()
+        self.tasks_used.add(int(self.problem.simulation.device_task[device]))
         self.ready[group] = False
         self.device_of[group] = device
         self.start[group] = start
@@ -147,23 +169,36 @@ class Schedule:
         return self.start[self.problem.edge_src[edge]] + self.timing.lag_us[edge]
 
     def _arrival(self, group: int) -> tuple:
-        """(per device, when all the group's inputs can be there; {source device: its
-        channels' new free times}), sending the inputs in data-ready order."""
-        arrival = np.zeros(self.problem.n_devices)
-        channels = {}
+        """Sending the group's inputs in data-ready order, per device of the group: (when all
+        of them can be at its door, {source device: its channels' new free times}, the time
+        their receiving takes the group's device (copies, remote extra), {source device: the
+        time their sending takes it})."""
+        if group in self._arrivals:
+            return self._arrivals[group]
+        problem = self.problem
+        elsewhere = np.arange(problem.n_devices)[None, :] != np.arange(problem.n_devices)[:, None]
+        arrival = np.zeros(problem.n_devices)
+        received = np.zeros(problem.n_devices)
+        channels, sent = {}, {}
         for e in self.in_edges[group]:
-            src = self.device_of[self.problem.edge_src[e]]
+            src = self.device_of[problem.edge_src[e]]
             ready = self._data_ready(e)
             begin = np.maximum(ready, channels.get(src, self.channel_free_at[src]))
-            done = begin + self.timing.transfer_us(self.problem, e, src)
+            copy = self.timing.copy_us(problem, e, src)
+            receiving = copy + np.where(elsewhere[src], problem.edge_extra_us[e], 0.0)
+            done = begin + self.timing.transfer_us(problem, e, src) - receiving
             done[src] = ready
             channels[src] = done
             np.maximum(arrival, done, out=arrival)
-        return arrival, channels
+            received += receiving
+            sent[src] = sent.get(src, 0.0) + copy
+        self._arrivals[group] = arrival, channels, received, sent
+        return self._arrivals[group]
 
     def result(self) -> tuple:
         decision, moved = repair(self.problem, self.device_of)
-        return decision, {"estimated_step_us": float(self.free_at.max(initial=0.0)),
+        tasks_us = (len(self.tasks_used) - 1) * self.problem.simulation.remote_task_us
+        return decision, {"estimated_step_us": float(self.free_at.max(initial=0.0)) + tasks_us,
                           "moved_by_repair": moved}
 
 
@@ -200,8 +235,9 @@ def _earliest_start_first(problem: PlacementProblem, favourite_child) -> tuple:
             usable &= ~_held_for_favourites(schedule, ready, start, usable, favourite_child)
         start = np.where(usable, start, np.inf)
         finish = start + schedule.occupies(ready)
-        keys = (start.ravel(), finish.ravel()) if schedule.pipelined else (finish.ravel(),
-                                                                            start.ravel())
+        cost = schedule.task_cost()[None, :]
+        keys = ((start + cost).ravel(), (finish + cost).ravel())
+        keys = keys if schedule.pipelined else keys[::-1]
         best = np.lexsort(keys)[0]
         row, device = divmod(int(best), problem.n_devices)
         schedule.assign(ready[row], device, start[row, device], finish[row, device])
@@ -221,7 +257,7 @@ def _earliest_finish_by_priority(problem: PlacementProblem, priority: np.ndarray
         group = int(ready[np.argmax(priority[ready])])
         start, usable = schedule.offers(group)
         finish = np.where(usable[0], start[0] + schedule.occupies(group)[0], np.inf)
-        device = int(np.argmin(finish))
+        device = int(np.argmin(finish + schedule.task_cost()))
         schedule.assign(group, device, start[0, device], finish[device])
     return schedule.result()
 
