@@ -35,7 +35,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", default="small_cnn")
     parser.add_argument("--cluster", default="local:2")
-    parser.add_argument("--method", default="m_etf")
+    parser.add_argument("--method", default="auto",
+                        help="as `place --method` (default auto: every fast placer and the "
+                             "policy, the best few measured)")
     parser.add_argument("--out", default=os.path.join("placeto-out", "measured"))
     args = parser.parse_args(argv)
 
@@ -43,7 +45,7 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     placed = json.loads(tf_placeto("place", source, "--cluster", args.cluster, "--method",
                                    args.method, "--out", args.out, "--overwrite", "--json"))
-    for row in placed["measured_candidates"]:      # as written, then the placement
+    for row in placed["measured_candidates"]:      # as written, then the candidates
         print(f"{row['label']}: {row['status']}, median step "
               + (f"{row['median_s'] * 1e3:.2f} ms" if row["median_s"] else "-"), flush=True)
     print(placed["verdict"], flush=True)

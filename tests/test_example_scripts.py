@@ -32,7 +32,8 @@ def test_place_saved_model_serves_from_plain_tensorflow(tmp_path):
 def test_measure_on_cluster_times_the_step_before_and_after(tmp_path):
     out = run_script("examples.measure_on_cluster", "--example", "mlp",
                      "--out", str(tmp_path / "measured"))
-    assert "as written: ok, median step" in out and "m_etf: ok, median step" in out
+    measured = [line for line in out.splitlines() if ": ok, median step" in line]
+    assert measured[0].startswith("as written:") and len(measured) >= 2   # and candidates
     if "nothing was written" in out:
         assert out.rstrip().endswith("nothing was written to " + str(tmp_path / "measured"))
         assert not (tmp_path / "measured").exists()
