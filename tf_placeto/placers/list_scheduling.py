@@ -14,9 +14,9 @@ sender and the deserialization at the receiver, `EdgeTiming.copy_us`) keep the s
 longer and the receiving group runs longer by its copy and its ops' remote extra. The drivers
 choose as if a device of a task that the step does not use yet started and finished later by
 the task's per-step cost (its RunGraph call, `remote_task_us`), which the estimated step
-includes. Only forward edges order
-groups: feedback edges point backwards and carry no precedence. "Ready" means every producer
-is scheduled (placed, with a start time), not finished.
+includes. Only forward edges order groups: feedback edges point backwards and carry no
+precedence. "Ready" means every producer is scheduled (placed, with a start time), not
+finished.
 
 Under the throughput objective (PlacementProblem.objective) the schedule is the stream's
 steady state instead, where steps in flight hide the waits of one step: a device's timeline
@@ -176,7 +176,7 @@ class Schedule:
         if group in self._arrivals:
             return self._arrivals[group]
         problem = self.problem
-        elsewhere = np.arange(problem.n_devices)[None, :] != np.arange(problem.n_devices)[:, None]
+        devices = np.arange(problem.n_devices)
         arrival = np.zeros(problem.n_devices)
         received = np.zeros(problem.n_devices)
         channels, sent = {}, {}
@@ -185,7 +185,7 @@ class Schedule:
             ready = self._data_ready(e)
             begin = np.maximum(ready, channels.get(src, self.channel_free_at[src]))
             copy = self.timing.copy_us(problem, e, src)
-            receiving = copy + np.where(elsewhere[src], problem.edge_extra_us[e], 0.0)
+            receiving = copy + np.where(devices != src, problem.edge_extra_us[e], 0.0)
             done = begin + self.timing.transfer_us(problem, e, src) - receiving
             done[src] = ready
             channels[src] = done
