@@ -49,8 +49,8 @@ class Outcome:
     """What the pipeline found for one source on one runtime.
 
     `placement` is what a surface should write: the candidate measured faster than the graph
-    as written beyond the noise, or, without a real measurement, the best simulated one that
-    changes something. It is None otherwise: the graph stays as written.
+    as written beyond the noise, or, without a real measurement, the best simulated one when
+    it changes something. It is None otherwise: the graph stays as written.
     """
 
     workload: Workload
@@ -114,10 +114,13 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     decided = workload.decide(method, problem, seed=seed, options=options)
     placed = [(decision, Placement(problem.placement(decision.group_devices)))
               for decision in _distinct(decided.candidates or [decided])]
-    placed = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
-    candidates = [decision for decision, _ in placed[:MEASURED_CANDIDATES]]
-    placements = [placement for _, placement in placed[:MEASURED_CANDIDATES]]
-    outcome = Outcome(workload, problem, decided, placements[0] if placements else None,
+    changing = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
+    candidates = [decision for decision, _ in changing[:MEASURED_CANDIDATES]]
+    placements = [placement for _, placement in changing[:MEASURED_CANDIDATES]]
+    # without a measurement, the best simulated decision is written; where it is the graph
+    # as written (method auto found nothing faster), a worse one that changes something is not
+    best_changes = bool(changing) and changing[0][0] is placed[0][0]
+    outcome = Outcome(workload, problem, decided, placements[0] if best_changes else None,
                       predicted=[], candidates=candidates)
     if measure:
         log.info("measuring the graph as written and %d candidate placements for real, in "
@@ -231,12 +234,12 @@ def _verdict(outcome: Outcome) -> str:
 
 
 def _predicted_verdict(outcome: Outcome) -> str:
-    """One line for a run that only simulated: the best predicted placement that changes
-    something is kept, whatever the simulator says of the graph as written (the user asked
+    """One line for a run that only simulated: the best predicted placement, when it changes
+    something, is kept whatever the simulator says of the graph as written (the user asked
     for that method's placement), and the line says how the two compare."""
     if outcome.placement is None:
-        return ("simulated only, nothing measured: every placement found runs each op where "
-                "the graph as written does, so the graph stays as written")
+        return ("simulated only, nothing measured: the best placement found runs each op "
+                "where the graph as written does, so the graph stays as written")
     before, after = outcome.predicted
     if after.status != OK:
         return (f"simulated only, nothing measured: the best placement found does not fit "
