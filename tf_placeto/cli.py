@@ -684,7 +684,7 @@ def _train(args) -> int:
             on_runtime=bool(args.real_steps), max_groups=args.max_groups, cache=args.cache)
         if not args.real_steps:
             stack.close()       # the runtime is needed again only to measure
-        _say(f"training on {len(problems)} problems; writing to {args.out}")
+        _say(f"writing the checkpoints, the log and the policy to {args.out}")
         trainer = _trained(args, problems)
         if args.real_steps:
             _iterate(trainer, args.steps + args.real_steps, args.episodes, "real iteration",
