@@ -15,8 +15,9 @@ alone, what issue 16 judges) and the best placement met on the walk (what `place
 each as a geometric mean with how many problems are within 10% and how many are faster, and
 the devices the answer uses. For scale, the same for a fixed greedy rule over the policy's
 device rows: each group where the rows say it would finish first, counting the cost of a
-worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py). A zero-shot placement needs no training: this takes minutes,
-where measure.bench_placeto's per-graph training takes most of an hour.
+worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py). A
+zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
+per-graph training takes most of an hour.
 """
 
 from __future__ import annotations
