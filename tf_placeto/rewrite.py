@@ -34,12 +34,16 @@ _IMPLEMENTS = "api_implements"
 
 
 def placed_proto(source: Source, graph: OpGraph, placement,
-                 clone_suffix: Optional[str] = None) -> object:
+                 clone_suffix: Optional[str] = None, inline_every_call: bool = False) -> object:
     """A copy of source.proto with `placement` ({op name: canonical device}) written in.
 
     clone_suffix: give every function whose placement changes a clone named with this suffix
     instead of editing it, for a graph imported beside the original in one process (where a
     function name stands for one body).
+    inline_every_call: make every `api_implements` function inlinable, even one placed on one
+    device, so that each of its ops runs under its call path, the name the graph gives it
+    (a swappable call runs its body under names local to the function): what profiling needs
+    to time every op.
     """
     proto = type(source.proto)()
     proto.CopyFrom(source.proto)
@@ -61,7 +65,8 @@ def placed_proto(source: Source, graph: OpGraph, placement,
     else:
         protected = {f.signature.name for f in graph_def.library.function}
     renamed_roots, top_level_calls = _place_functions(graph_def.library, graph, device_of,
-                                                      protected, clone_suffix or "_placeto")
+                                                      protected, clone_suffix or "_placeto",
+                                                      inline_every_call)
     for call_node, function_name in renamed_roots.items():
         _point_call_at(top_level[call_node], function_name)
     for call_node, device in top_level_calls.items():
@@ -102,7 +107,7 @@ def _functions_of_other_signatures(meta_graph, signature, graph_def) -> set:
 
 
 def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
-                     clone_suffix: str) -> tuple:
+                     clone_suffix: str, inline_every_call: bool) -> tuple:
     """Edit (or clone) FunctionDefs per call instance; returns ({top-level call: new name},
     {top-level call: the device it is pinned to}).
 
@@ -112,7 +117,7 @@ def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
     """
     functions = {f.signature.name: f for f in library.function}
     gradients = {g.function_name: g.gradient_func for g in library.gradient}
-    inlined, call_devices = _swappable_calls(graph, device_of, functions)
+    inlined, call_devices = _swappable_calls(graph, device_of, functions, inline_every_call)
     originals: dict = {}
     variants: dict = {}      # function name -> {edit key: final function name}
     final_name: dict = {}    # id(instance) -> function name its call should use
@@ -156,12 +161,14 @@ def _place_functions(library, graph: OpGraph, device_of: dict, protected: set,
     return renamed_roots, call_devices.get(None, {})
 
 
-def _swappable_calls(graph: OpGraph, device_of: dict, functions: dict) -> tuple:
+def _swappable_calls(graph: OpGraph, device_of: dict, functions: dict,
+                     inline_every_call: bool = False) -> tuple:
     """Where each call of an `api_implements` function runs (see the module's docstring).
 
     Returns (ids of instances to make inlinable, {id(parent instance) or None: {call node:
     device}}) for the calls whose whole body is placed on one device. A body placed in part
-    is made inlinable: its other ops may land anywhere.
+    is made inlinable: its other ops may land anywhere; with `inline_every_call`, so is every
+    placed body.
     """
     inlined, call_devices = set(), {}
     for instance in graph.instances:
@@ -171,7 +178,7 @@ def _swappable_calls(graph: OpGraph, device_of: dict, functions: dict) -> tuple:
         devices = {device_of[i] for i in ops if i in device_of}
         if not devices:
             continue                # not placed: runs as written
-        if len(devices) == 1 and all(i in device_of for i in ops):
+        if len(devices) == 1 and all(i in device_of for i in ops) and not inline_every_call:
             parent = id(instance.parent) if instance.parent is not None else None
             call_devices.setdefault(parent, {})[instance.call_node] = devices.pop()
         else:

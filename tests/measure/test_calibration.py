@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.measure.simulator_cases import chain
+from tests.measure.simulator_cases import chain, make_problem
 from tf_placeto.measure.calibration import CALIBRATION_FILE, Calibration
 from tf_placeto.measure.simulator import simulate
 
@@ -54,14 +54,18 @@ def test_a_remote_tasks_cost_is_in_the_schedule_after_its_last_event():
     assert simulate(task, np.array([0, 0]), schedule=True).schedule.kind.ne("task").all()
 
 
-def test_a_loop_reading_from_another_device_pays_every_iteration():
-    """op1 runs 8 times per step (a loop): with its input from another device it pays 8
-    iterations' crossing; on its input's device, nothing."""
-    problem = two_tasks([10.0, 20.0], nbytes=0)
-    calibrated = Calibration(iteration_us=100.0).apply(problem, np.array([1, 8]))
-    assert simulate(calibrated, np.array([0, 0])).step_time_us == pytest.approx(30.0)
-    assert simulate(calibrated, np.array([0, 1])).step_time_us == pytest.approx(
+def test_a_loop_pays_every_iteration_for_each_input_made_on_another_device():
+    """op2 runs 8 times per step (a loop) and reads op0 and op1: each input made on another
+    device costs 8 iterations' crossing; with both inputs on its device, nothing."""
+    problem = make_problem([10.0, 10.0, 20.0], tensors=[(0, 0), (1, 0)],
+                           edges=[(0, 2), (1, 2)], n_devices=2, latency=5.0,
+                           device_task=np.array([0, 1]))
+    calibrated = Calibration(iteration_us=100.0).apply(problem, np.array([1, 1, 8]))
+    assert simulate(calibrated, np.array([0, 0, 0])).step_time_us == pytest.approx(40.0)
+    assert simulate(calibrated, np.array([0, 1, 1])).step_time_us == pytest.approx(
         10 + 5 + 20 + 800)
+    assert simulate(calibrated, np.array([0, 0, 1])).step_time_us == pytest.approx(
+        20 + 5 + 20 + 2 * 800)
 
 
 def test_a_calibration_round_trips_and_a_damaged_one_reads_as_none(tmp_path):

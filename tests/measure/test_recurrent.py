@@ -81,3 +81,24 @@ def test_recurrent_layers_run_split_over_two_worker_tasks_and_over_two_local_dev
         got = outputs_of(graph, runtime, placement)
         for key, value in expected.items():
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)
+
+
+def test_profiling_times_a_recurrent_layers_ops_under_their_graph_names(recurrent_graphs,
+                                                                        tmp_path):
+    """A swappable body placed on one device runs under names local to its function; the
+    profiler runs it inlined, so each op, the loop included, gets its own time."""
+    from tf_placeto.measure.profiler import profile
+
+    graph = recurrent_graphs["lstm"]
+    (lstm,) = selector_instances(graph)
+    whole = {graph.ops[i].name: "/device:CPU:0" for i in lstm.subtree_ops()}
+    function, _ = called_function(placed_proto(graph.source, graph, whole,
+                                               inline_every_call=True), graph, lstm)
+    assert IMPLEMENTS not in function.attr
+
+    ops = profile(graph, Runtime.local(DeviceSet.local(1)), cache=str(tmp_path)).model.ops
+    (loop,) = [op.name for op in graph.ops
+               if op.type in ("While", "StatelessWhile") and op.index in set(lstm.ops)]
+    row = ops.set_index("op").loc[loop]
+    assert row.traced and row.compute_us > 0
+    assert row.executions == 7                   # 6 steps and the condition's last look

@@ -13,9 +13,10 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
   receiver (the rendezvous, the RecvTensor call, gRPC's serialization on one-core workers);
 - `latency_us`, `bytes_per_us`, `copy_share`: the wire, and the part of bytes / bandwidth that
   each end's processor spends copying;
-- `iteration_us`: an op that runs k times per step (a loop) and reads an input from another
-  device pays k times this: the loop's frame then spans tasks, and every iteration sends its
-  control state across.
+- `iteration_us`: an op that runs k times per step (a loop) pays k times this for each of its
+  inputs made on another device: TensorFlow keeps each input's loop state (Enter, Merge,
+  Switch, NextIteration) beside the op that made it and runs the body where the loop op is,
+  so every iteration sends each such input across and back.
 None for a link parameter keeps the profile's measurement.
 """
 
@@ -55,9 +56,9 @@ class Calibration:
         calibrated = copy.copy(problem)
         calibrated.compute_us = problem.compute_us * self.compute_scale
         calibrated.op_overhead_us = problem.op_overhead_us * self.compute_scale
-        loops = np.where(np.asarray(executions) > 1, executions, 0.0)[:, None]
-        calibrated.remote_extra_us = (problem.remote_extra_us * self.compute_scale
-                                      + loops * self.iteration_us)
+        loops = np.where(np.asarray(executions) > 1, executions, 0.0)
+        calibrated.remote_extra_us = problem.remote_extra_us * self.compute_scale
+        calibrated.remote_input_us = problem.remote_input_us + loops * self.iteration_us
         off = ~np.eye(problem.n_devices, dtype=bool)
         for name, value in (("link_latency_us", self.latency_us),
                             ("link_bytes_per_us", self.bytes_per_us),

@@ -83,7 +83,7 @@ def measure_profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = Non
     """`profile` without looking in the cache first: measured now, stored there."""
     key, parts = profile_key(graph, runtime.device_names)
     directory = profile_directory(key, cache)
-    runner = ModelRunner(graph)
+    runner = ModelRunner(graph, inline_every_call=True)   # every op traced under its name
     tables, step_us = [], {}
     for device_type in runtime.device_types:
         device = next(d for d in runtime.device_names if runtime.device_type(d) == device_type)

@@ -76,7 +76,9 @@ def example_feeds(source, seed: int = 0) -> dict:
 class ModelRunner:
     """Runs one SavedModel (its OpGraph's source) under any number of placements."""
 
-    def __init__(self, graph: OpGraph, seed: int = 0):
+    def __init__(self, graph: OpGraph, seed: int = 0, inline_every_call: bool = False):
+        """inline_every_call: run every placed `api_implements` body inlined, each op under
+        the name the graph gives it (rewrite.placed_proto): profiling traces them so."""
         source = graph.source
         if source is None or source.kind != "saved_model":
             raise ValueError("real runs need a SavedModel source (examples:NAME is one)")
@@ -86,6 +88,7 @@ class ModelRunner:
         outputs = source.meta_graph.signature_def[source.signature].outputs
         self.fetches = {key: info.name for key, info in outputs.items()}
         self.tags = list(source.meta_graph.meta_info_def.tags)
+        self.inline_every_call = inline_every_call
 
     def run(self, runtime: Runtime, placement: Optional[dict] = None, warmup: int = 1,
             repeats: int = 5, traced: int = 0, timeout_s: float = 600.0,
@@ -145,7 +148,7 @@ class ModelRunner:
     def _staged(self, placement):
         """A SavedModel directory holding the placed graph, sharing the source's weights."""
         proto = self.source.proto if not placement else placed_proto(
-            self.source, self.graph, placement)
+            self.source, self.graph, placement, inline_every_call=self.inline_every_call)
         staging = tempfile.mkdtemp(prefix="tf-placeto-run-")
         try:
             with open(os.path.join(staging, SAVED_MODEL_FILE), "wb") as f:

@@ -331,19 +331,25 @@ class PlacementProblem:
 
 
 def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
-    """Per group edge (a, b) of `edges`: the remote_extra_us (averaged over the devices) of
-    the ops of b that read a tensor of a, which they pay when the edge crosses devices."""
+    """Per group edge (a, b) of `edges`: what the ops of b that read tensors of a take more
+    when the edge crosses devices: their remote_extra_us (averaged over the devices) once per
+    op, and their remote_input_us per tensor they read."""
     total = np.zeros(len(edges))
     extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
-    if not extra.any():
+    per_input = simulation.remote_input_us
+    if not extra.any() and not per_input.any():
         return total
     group_of = groups.group_of
     consumer = simulation.edge_consumer
     producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
-    paying = (producer != group_of[consumer]) & (extra[consumer] > 0)
-    # an op reading several tensors of one group pays once for that edge
+    crossing = producer != group_of[consumer]
+    paying = crossing & (extra[consumer] > 0)
+    # an op reading several tensors of one group pays its extra once for that edge
     reads = np.unique(np.stack([producer[paying], consumer[paying]], axis=1), axis=0)
     index = {edge: k for k, edge in enumerate(edges)}
     for a, op in reads:
         total[index[(a, group_of[op])]] += extra[op]
+    inputs = crossing & (per_input[consumer] > 0)
+    for a, op in zip(producer[inputs], consumer[inputs]):
+        total[index[(a, group_of[op])]] += per_input[op]
     return total

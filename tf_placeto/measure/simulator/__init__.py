@@ -24,6 +24,9 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
 - an op with an input from another device takes `remote_extra_us` more: some kernels are
   slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
   left on its own device and recomputes it);
+  and `remote_input_us` more per input that travels: a loop op (its body runs on its device,
+  its loop state where each input was made) exchanges messages for every such input in
+  every iteration;
 - memory: the persistent bytes (weights) of the ops on a device count for the whole step; an
   output is allocated at its op's start and freed when its last local consumer has finished and
   its last outgoing transfer has completed (no consumer: at its op's end); a received copy is

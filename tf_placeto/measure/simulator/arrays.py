@@ -39,6 +39,8 @@ class SimulationProblem:
     memory_capacity: np.ndarray    # float64 (n_devices,), np.inf = unknown/unlimited
     op_overhead_us: float = 0.0    # fixed gap after each op on a device
     remote_extra_us: Optional[np.ndarray] = None  # like compute_us: more when an input travels
+    remote_input_us: Optional[np.ndarray] = None  # (n_ops,): more per input that travels (a
+    #                                               loop's messages, every iteration)
     link_copy_share: Optional[np.ndarray] = None  # float64 (n_devices, n_devices) in [0, 0.5]
     link_copy_us: Optional[np.ndarray] = None     # float64 (n_devices, n_devices): fixed time of
     #                                               each copy task, at the sender and receiver
@@ -54,6 +56,9 @@ class SimulationProblem:
             self.remote_extra_us = np.zeros_like(self.compute_us)
         self.remote_extra_us = np.asarray(self.remote_extra_us, dtype=np.float64).reshape(
             self.compute_us.shape[0], -1)
+        if self.remote_input_us is None:
+            self.remote_input_us = np.zeros(self.compute_us.shape[0])
+        self.remote_input_us = np.asarray(self.remote_input_us, dtype=np.float64).reshape(-1)
         self.device_type_of = np.asarray(self.device_type_of, dtype=np.int64)
         for name in ("tensor_producer", "tensor_bytes", "edge_tensor", "edge_consumer",
                      "control_src", "control_dst", "persistent_bytes"):
@@ -146,6 +151,8 @@ class SimulationProblem:
             (self.remote_extra_us.shape == self.compute_us.shape
              and np.all(self.remote_extra_us >= 0),
              "remote_extra_us must be >= 0, shaped like compute_us"),
+            (self.remote_input_us.shape == (n_ops,) and np.all(self.remote_input_us >= 0),
+             "remote_input_us must be >= 0, one entry per op"),
             (self.device_type_of.shape == (n_devices,),
              "device_type_of needs one entry per device"),
             (np.all((self.device_type_of >= 0) & (self.device_type_of < self.compute_us.shape[1])),

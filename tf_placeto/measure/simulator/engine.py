@@ -72,7 +72,7 @@ def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_
 
 
 @numba.njit(cache=True)
-def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
+def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of, op_overhead_us,
                        tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
                        op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
@@ -94,7 +94,7 @@ def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
     transfer_readers = np.zeros(n_edges, np.int64)    # edges that have yet to read the copy
     tensor_holds = np.zeros(n_tensors, np.int64)      # local readers + transfers yet to finish
     transfer_to = np.full(n_devices, -1, np.int64)
-    reads_remote = np.zeros(n_ops, np.bool_)         # an input of the op travels to it
+    reads_remote = np.zeros(n_ops, np.int64)          # inputs of the op that travel to it
     n_transfers = 0
     for t in range(n_tensors):
         src = placement[tensor_producer[t]]
@@ -104,7 +104,7 @@ def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
             if dst == src:
                 tensor_holds[t] += 1
                 continue
-            reads_remote[edge_consumer[e]] = True
+            reads_remote[edge_consumer[e]] += 1
             if transfer_to[dst] < 0:
                 transfer_to[dst] = n_transfers
                 transfer_tensor[n_transfers] = t
@@ -189,8 +189,9 @@ def run(placement, compute_us, remote_extra_us, device_type_of, op_overhead_us,
             ready_size[d] -= 1
             if task < n_ops:
                 duration = compute_us[task, device_type_of[d]] + op_overhead_us
-                if reads_remote[task]:
-                    duration += remote_extra_us[task, device_type_of[d]]
+                if reads_remote[task] > 0:
+                    duration += (remote_extra_us[task, device_type_of[d]]
+                                 + remote_input_us[task] * reads_remote[task])
                 op_start[task] = now
                 op_end[task] = now + duration
                 for j in range(op_out_ptr[task], op_out_ptr[task + 1]):

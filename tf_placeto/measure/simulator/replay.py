@@ -38,7 +38,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         raise ValueError(f"placement indices must lie in [0, {problem.n_devices})")
     (op_start, op_end, transfer_tensor, transfer_dst, transfer_start, transfer_end,
      copy_start, copy_end, busy, peak) = engine.run(
-        placement, problem.compute_us, problem.remote_extra_us, problem.device_type_of,
+        placement, problem.compute_us, problem.remote_extra_us, problem.remote_input_us,
+        problem.device_type_of,
         problem.op_overhead_us, problem.tensor_producer, problem.tensor_bytes,
         problem.edge_tensor, problem.edge_consumer,
         problem._tensor_edge_ptr, problem._tensor_edges, problem._op_in_ptr,

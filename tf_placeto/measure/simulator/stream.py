@@ -162,10 +162,12 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
                                      + problem.op_overhead_us)
     remote_extra = np.zeros_like(compute)
     remote_extra[:steps * n, :n_types] = np.tile(problem.remote_extra_us, (steps, 1))
+    remote_input = np.zeros(steps * n + steps)
+    remote_input[:steps * n] = np.tile(problem.remote_input_us, steps)
     return SimulationProblem(
         op_names=[f"{name}@{k}" for k in range(steps) for name in problem.op_names]
         + [f"step end@{k}" for k in range(steps)],
-        compute_us=compute, remote_extra_us=remote_extra,
+        compute_us=compute, remote_extra_us=remote_extra, remote_input_us=remote_input,
         device_type_of=np.append(problem.device_type_of, n_types),
         device_names=[*problem.device_names, SESSION_DEVICE],
         tensor_producer=(problem.tensor_producer + op_offset).ravel(),
