@@ -98,6 +98,20 @@ def test_saved_model_signature_keeps_only_what_the_step_runs(mlp_model):
     assert any(op.scope is not None and op.type == "AssignVariableOp" for op in graph.ops)
 
 
+def test_the_signature_feeds_its_inputs_and_fetches_its_outputs(mlp_model):
+    """What the session feeds and fetches: the signature's input placeholders, and the ops
+    inside the call that make its outputs (the simulator sends them from and to the
+    session's task)."""
+    graph = tp.import_graph(mlp_model)
+    signature = graph.source.meta_graph.signature_def["train_step"]
+    inputs = {info.name.split(":")[0] for info in signature.inputs.values()}
+    assert {graph.ops[i].name for i in graph.feed_ops} == inputs
+    outputs = signature.outputs
+    assert len(graph.fetch_outputs) == len(outputs)
+    for op, slot in graph.fetch_outputs:
+        assert graph.ops[op].scope is not None and slot < len(graph.ops[op].outputs)
+
+
 def test_graph_def_and_meta_graph_def_protos():
     g = tf.Graph()
     with g.as_default():

@@ -8,7 +8,7 @@ from tf_placeto.measure.simulator import SimulationProblem, link_matrix
 def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0.0,
                  bandwidth=np.inf, persistent=None, capacity=None, overhead=0.0,
                  device_type_of=None, copy_share=0.0, remote_extra=None, copy_us=0.0,
-                 device_task=None, remote_task_us=0.0):
+                 device_task=None, remote_task_us=0.0, feed_ops=None, fetch_tensors=None):
     """tensors: [(producer, bytes)]; edges: [(tensor, consumer)]; control: [(src, dst)]."""
     costs = np.asarray(costs, dtype=np.float64)
     tensors = np.asarray(tensors, dtype=np.int64).reshape(-1, 2)
@@ -28,7 +28,8 @@ def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0
         memory_capacity=np.full(n_devices, np.inf) if capacity is None else capacity,
         op_overhead_us=overhead, link_copy_share=link_matrix(copy_share, n_devices, diagonal=0.0),
         remote_extra_us=remote_extra, link_copy_us=link_matrix(copy_us, n_devices, diagonal=0.0),
-        device_task=device_task, remote_task_us=remote_task_us)
+        device_task=device_task, remote_task_us=remote_task_us, feed_ops=feed_ops,
+        fetch_tensors=fetch_tensors)
 
 
 def chain(costs, nbytes=0, **kwargs):

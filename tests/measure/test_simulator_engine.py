@@ -186,3 +186,22 @@ def test_an_op_reading_a_remote_input_takes_its_remote_extra():
     assert simulate(problem, np.array([0, 1, 0])).step_time_us == pytest.approx(1067.0)
     with pytest.raises(ValueError, match="remote_extra_us"):
         chain([1.0, 1.0], n_devices=2, remote_extra=[-1.0, 0.0])
+
+
+def test_the_session_feeds_and_fetches_on_device_0s_task():
+    """op0 is fed, op1's output fetched. In another task than device 0's, the feed first
+    comes from device 0 and the fetched tensor goes back to it; within device 0's task,
+    nothing travels."""
+    two_tasks = dict(n_devices=2, latency=5.0, bandwidth=100.0, device_task=np.array([0, 1]),
+                     feed_ops=[0], fetch_tensors=[1])
+    problem = chain([10.0, 20.0], nbytes=1000, **two_tasks)
+    assert simulate(problem, np.array([0, 0])).step_time_us == pytest.approx(30.0)
+    remote = simulate(problem, np.array([1, 1]), schedule=True)
+    assert remote.step_time_us == pytest.approx(15 + 10 + 20 + 15)
+    transfers = remote.schedule[remote.schedule.kind == "transfer"]
+    assert list(transfers.device) == ["dev0->dev1", "dev1->dev0"]
+    assert list(transfers.name) == ["op0:0", "op1:0"]
+    assert simulate(problem, np.array([1, 0])).step_time_us == pytest.approx(15 + 10 + 15 + 20)
+    one_task = chain([10.0, 20.0], nbytes=1000, n_devices=2, latency=5.0, bandwidth=100.0,
+                     feed_ops=[0], fetch_tensors=[1])
+    assert simulate(one_task, np.array([1, 1])).step_time_us == pytest.approx(30.0)

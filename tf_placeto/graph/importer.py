@@ -202,14 +202,30 @@ class _Flattener:
                       for dst, slot, key in self.data_inputs]
         control_edges = sorted({(src, dst) for dst, key in self.control_inputs
                                 for src in self._resolve_control(key) if src != dst})
-        keep = None
+        keep, outputs = None, []
         if fetches is not None:
-            keep = self._needed_ops(list(fetches), data_edges, control_edges)
+            fetches = list(fetches)
+            keep = self._needed_ops(fetches, data_edges, control_edges)
+            outputs = [(self.ops[i].name, slot) for i, slot in self._fetch_outputs(fetches)]
         graph = _compact(self.ops, data_edges, control_edges, self.instances, keep, source)
+        graph.fetch_outputs = [(graph.index(name), slot) for name, slot in outputs]
         is_back = [graph.ops[e.src].type in _LOOP_BACK_OPS for e in graph.data_edges]
         graph.loop_back_edges = [e for e, back in zip(graph.data_edges, is_back) if back]
         graph.data_edges = [e for e, back in zip(graph.data_edges, is_back) if not back]
         return graph
+
+    def _fetch_outputs(self, fetches) -> list:
+        """[(op, slot)] of the fetched tensors (fetched ops, `name` without `:k`, fetch none)."""
+        outputs = []
+        for name in fetches:
+            node, _, slot = name.partition(":")
+            if not slot:
+                continue
+            if node in self.op_index:
+                outputs.append((self.op_index[node], int(slot)))
+            elif node in self.control_sets:
+                outputs.append(self._resolve(("t", node, int(slot))))
+        return outputs
 
     def _needed_ops(self, fetches, data_edges, control_edges) -> list:
         targets = []

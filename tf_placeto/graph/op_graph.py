@@ -86,6 +86,7 @@ class OpGraph:
         self.data_edges = data_edges
         self.control_edges = control_edges          # [(src, dst)]
         self.loop_back_edges = []                   # TF1 NextIteration -> Merge, not in the DAG
+        self.fetch_outputs = []                     # [(op, slot)] the caller fetches
         self.instances = instances                  # [FunctionInstance], top-level calls first
         self.source = source
         self._by_name = {op.name: op.index for op in ops}
@@ -105,6 +106,13 @@ class OpGraph:
 
     def op(self, name: str) -> Op:
         return self.ops[self._by_name[name]]
+
+    @property
+    def feed_ops(self) -> list:
+        """The ops whose values the caller feeds: top-level Placeholders other than captured
+        resources (a tf.function's variables)."""
+        return [op.index for op in self.ops if op.type == "Placeholder" and op.scope is None
+                and not (op.outputs and op.outputs[0].dtype == "resource")]
 
     def edge_bytes(self, edge: DataEdge) -> int:
         return self.ops[edge.src].outputs[edge.src_slot].nbytes or 0

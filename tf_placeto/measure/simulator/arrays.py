@@ -46,6 +46,11 @@ class SimulationProblem:
     #                                               each copy task, at the sender and receiver
     device_task: Optional[np.ndarray] = None      # int64 (n_devices,): the process of each device
     remote_task_us: float = 0.0    # per step, per task other than task 0 (the session's) used
+    feed_ops: Optional[np.ndarray] = None       # int64: ops whose outputs the session feeds;
+    #                                             placed outside device 0's task, they first
+    #                                             receive their tensor from device 0
+    fetch_tensors: Optional[np.ndarray] = None  # int64: tensors the session fetches; made
+    #                                             outside device 0's task, they travel to it
     tensor_names: Optional[list] = None  # for schedules; default "producer:k"
 
     def __post_init__(self):
@@ -76,6 +81,10 @@ class SimulationProblem:
             self.device_task = np.zeros(len(self.device_names), dtype=np.int64)
         self.device_task = np.asarray(self.device_task, dtype=np.int64).reshape(-1)
         self.remote_task_us = float(self.remote_task_us)
+        self.feed_ops = np.asarray([] if self.feed_ops is None else self.feed_ops,
+                                   dtype=np.int64).reshape(-1)
+        self.fetch_tensors = np.asarray([] if self.fetch_tensors is None else self.fetch_tensors,
+                                        dtype=np.int64).reshape(-1)
         self.op_overhead_us = float(self.op_overhead_us)
         self._validate()
         if self.tensor_names is None:
@@ -95,7 +104,8 @@ class SimulationProblem:
                       link_bytes_per_us, memory_capacity=None, persistent_bytes=None,
                       op_overhead_us=0.0, link_copy_share=0.0,
                       remote_extra_us=None, device_task=None) -> "SimulationProblem":
-        """One tensor per op output; edges and sizes from the graph.
+        """One tensor per op output; edges and sizes from the graph; the graph's feeds and
+        fetches are the session's.
 
         `compute_us` and `remote_extra_us` are (n_ops,) or (n_ops, n_device_types);
         `device_type_of` may be None (one type). Link arguments are scalars (every pair of
@@ -141,6 +151,9 @@ class SimulationProblem:
             link_copy_share=link_matrix(link_copy_share, n_devices, diagonal=0.0),
             device_task=device_task,
             tensor_names=tensor_names,
+            feed_ops=graph.feed_ops,
+            fetch_tensors=[tensor_of[output] for output in graph.fetch_outputs
+                           if output in tensor_of],
         )
 
     def _validate(self) -> None:
@@ -183,6 +196,9 @@ class SimulationProblem:
              "link copy times must be an (n_devices, n_devices) matrix >= 0"),
             (self.device_task.shape == (n_devices,), "device_task needs one entry per device"),
             (self.remote_task_us >= 0, "remote_task_us must be >= 0"),
+            (np.all((self.feed_ops >= 0) & (self.feed_ops < n_ops)), "feed_ops must name ops"),
+            (np.all((self.fetch_tensors >= 0) & (self.fetch_tensors < n_tensors)),
+             "fetch_tensors must name tensors"),
             (self.memory_capacity.shape == (n_devices,),
              "memory_capacity needs one entry per device"),
         ]
@@ -206,6 +222,8 @@ class SimulationProblem:
             self._op_out_tensors, self._control_ptr, self._control_succ, self._n_preds)
         if len(self._topological_order) != n_ops:
             raise ValueError("the graph has a cycle: some ops would never become ready")
+        self.fetched = np.zeros(n_tensors, np.bool_)
+        self.fetched[self.fetch_tensors] = True
 
 
 def variable_bytes(graph) -> np.ndarray:

@@ -77,27 +77,52 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
                        op_out_ptr, op_out_tensors, control_ptr, control_succ, n_preds,
                        persistent_bytes, link_latency_us, link_bytes_per_us, link_copy_share,
-                       link_copy_us):
+                       link_copy_us, device_task, feed_ops, fetched):
     """The event loop. Device tasks are ops (ids < n_ops) and copies: n_ops + 2 tr sends tensor
     of transfer tr, n_ops + 2 tr + 1 receives it; events are device tasks ending and, with ids
-    from n_tasks on, transfers leaving the wire."""
+    from n_tasks on, transfers leaving the wire.
+
+    The session runs on device 0: a feed op placed in another task first receives its tensor
+    from there, and a fetched tensor (`fetched[t]`) made in another task is sent there."""
     n_ops = placement.shape[0]
     n_devices = device_type_of.shape[0]
     n_channels = n_devices * n_devices
     n_tensors = tensor_producer.shape[0]
     n_edges = edge_consumer.shape[0]
+    capacity = n_edges + feed_ops.shape[0] + np.sum(fetched)
 
-    # Transfers of this placement: one per (tensor, device with a consumer but not the producer).
+    # Transfers of this placement: one per (tensor, device with a consumer but not the producer),
+    # one per fetched tensor made outside the session's task, one per feed placed outside it.
     edge_transfer = np.full(n_edges, -1, np.int64)    # -1: the edge reads the local tensor
-    transfer_tensor = np.empty(n_edges, np.int64)
-    transfer_dst = np.empty(n_edges, np.int64)
-    transfer_readers = np.zeros(n_edges, np.int64)    # edges that have yet to read the copy
+    transfer_tensor = np.empty(capacity, np.int64)
+    transfer_src = np.empty(capacity, np.int64)
+    transfer_dst = np.empty(capacity, np.int64)
+    transfer_feeds = np.full(capacity, -1, np.int64)  # the feed op it brings its tensor, or -1
+    transfer_readers = np.zeros(capacity, np.int64)   # edges that have yet to read the copy
     tensor_holds = np.zeros(n_tensors, np.int64)      # local readers + transfers yet to finish
     transfer_to = np.full(n_devices, -1, np.int64)
     reads_remote = np.zeros(n_ops, np.int64)          # inputs of the op that travel to it
+    waiting_for = n_preds.copy()
+    tensor_fetch = np.full(n_tensors, -1, np.int64)   # its transfer to the session, or -1
     n_transfers = 0
+    for f in feed_ops:
+        if device_task[placement[f]] != device_task[0] and op_out_ptr[f + 1] > op_out_ptr[f]:
+            transfer_tensor[n_transfers] = op_out_tensors[op_out_ptr[f]]
+            transfer_src[n_transfers] = 0
+            transfer_dst[n_transfers] = placement[f]
+            transfer_feeds[n_transfers] = f
+            waiting_for[f] += 1
+            n_transfers += 1
     for t in range(n_tensors):
         src = placement[tensor_producer[t]]
+        if fetched[t] and device_task[src] != device_task[0]:
+            transfer_to[0] = n_transfers               # a transfer with no reader: the fetch
+            tensor_fetch[t] = n_transfers
+            transfer_tensor[n_transfers] = t
+            transfer_src[n_transfers] = src
+            transfer_dst[n_transfers] = 0
+            tensor_holds[t] += 1
+            n_transfers += 1
         for k in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
             e = tensor_edges[k]
             dst = placement[edge_consumer[e]]
@@ -108,6 +133,7 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             if transfer_to[dst] < 0:
                 transfer_to[dst] = n_transfers
                 transfer_tensor[n_transfers] = t
+                transfer_src[n_transfers] = src
                 transfer_dst[n_transfers] = dst
                 tensor_holds[t] += 1
                 n_transfers += 1
@@ -115,6 +141,7 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             transfer_readers[transfer_to[dst]] += 1
         for k in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
             transfer_to[placement[edge_consumer[tensor_edges[k]]]] = -1
+        transfer_to[0] = -1
     n_tasks = n_ops + 2 * n_transfers
     copy_us = np.zeros(n_transfers, np.float64)       # each of its two copy tasks
     wire_us = np.zeros(n_transfers, np.float64)
@@ -122,7 +149,7 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
     per_channel = np.zeros(n_channels, np.int64)
     for tr in range(n_transfers):
         t = transfer_tensor[tr]
-        src = placement[tensor_producer[t]]
+        src = transfer_src[tr]
         dst = transfer_dst[tr]
         share = link_copy_share[src, dst]
         copy_us[tr] = (link_copy_us[src, dst]
@@ -170,13 +197,19 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
     transfer_end = np.zeros(n_transfers, np.float64)
     copy_start = np.zeros(2 * n_transfers, np.float64)
     copy_end = np.zeros(2 * n_transfers, np.float64)
-    waiting_for = n_preds.copy()
 
     now = 0.0
     for op in range(n_ops):
         if waiting_for[op] == 0:
             n_dirty_devices = _wake(op, placement[op], now, ready_time, ready_task, device_base,
                                     ready_size, device_dirty, dirty_devices, n_dirty_devices)
+    for tr in range(n_transfers):
+        if transfer_feeds[tr] >= 0:                    # the session sends the feeds at once
+            n_dirty_devices, n_dirty_channels = _send(
+                tr, 0, now, n_ops, n_devices, copy_us, transfer_dst, transfer_queued,
+                ready_time, ready_task, device_base, ready_size, device_dirty, dirty_devices,
+                n_dirty_devices, queued_time, queued_transfer, channel_base, queued_size,
+                channel_dirty, dirty_channels, n_dirty_channels)
 
     while True:
         # Idle devices and channels with something queued start it now.
@@ -217,8 +250,9 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             transfer_start[tr] = now
             transfer_end[tr] = now + wire_us[tr]
             channel_busy[c] = True
-            memory[dst] += tensor_bytes[transfer_tensor[tr]]
-            peak[dst] = max(peak[dst], memory[dst])
+            if transfer_feeds[tr] < 0:        # a feed is allocated by its op, as it starts
+                memory[dst] += tensor_bytes[transfer_tensor[tr]]
+                peak[dst] = max(peak[dst], memory[dst])
             _heap_push(event_time, event_id, 0, n_events, now + wire_us[tr], n_tasks + tr)
             n_events += 1
         n_dirty_channels = 0
@@ -232,7 +266,7 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             n_events -= 1
             if ident < n_tasks:               # a device is free again
                 d = placement[ident] if ident < n_ops else (
-                    placement[tensor_producer[transfer_tensor[(ident - n_ops) // 2]]]
+                    transfer_src[(ident - n_ops) // 2]
                     if (ident - n_ops) % 2 == 0 else transfer_dst[(ident - n_ops) // 2])
                 device_busy[d] = False
                 n_dirty_devices = _mark(device_dirty, dirty_devices, n_dirty_devices, d)
@@ -265,16 +299,20 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
                                     ready_time, ready_task, device_base, ready_size,
                                     device_dirty, dirty_devices, n_dirty_devices)
                         elif not transfer_queued[tr]:
-                            transfer_queued[tr] = True
-                            if copy_us[tr] > 0:
-                                n_dirty_devices = _wake(
-                                    n_ops + 2 * tr, d, now, ready_time, ready_task, device_base,
-                                    ready_size, device_dirty, dirty_devices, n_dirty_devices)
-                            else:
-                                n_dirty_channels = _queue_transfer(
-                                    tr, d * n_devices + transfer_dst[tr], now, queued_time,
-                                    queued_transfer, channel_base, queued_size, channel_dirty,
-                                    dirty_channels, n_dirty_channels)
+                            n_dirty_devices, n_dirty_channels = _send(
+                                tr, d, now, n_ops, n_devices, copy_us, transfer_dst,
+                                transfer_queued, ready_time, ready_task, device_base,
+                                ready_size, device_dirty, dirty_devices, n_dirty_devices,
+                                queued_time, queued_transfer, channel_base, queued_size,
+                                channel_dirty, dirty_channels, n_dirty_channels)
+                    tr = tensor_fetch[t]
+                    if tr >= 0 and not transfer_queued[tr]:
+                        n_dirty_devices, n_dirty_channels = _send(
+                            tr, d, now, n_ops, n_devices, copy_us, transfer_dst,
+                            transfer_queued, ready_time, ready_task, device_base, ready_size,
+                            device_dirty, dirty_devices, n_dirty_devices, queued_time,
+                            queued_transfer, channel_base, queued_size, channel_dirty,
+                            dirty_channels, n_dirty_channels)
                 for k in range(control_ptr[op], control_ptr[op + 1]):
                     successor = control_succ[k]
                     waiting_for[successor] -= 1
@@ -290,13 +328,14 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             elif ident >= n_tasks:            # off the wire: the sender's copy may go
                 tr = ident - n_tasks
                 t = transfer_tensor[tr]
-                src = placement[tensor_producer[t]]
+                src = transfer_src[tr]
                 c = src * n_devices + transfer_dst[tr]
                 channel_busy[c] = False
                 n_dirty_channels = _mark(channel_dirty, dirty_channels, n_dirty_channels, c)
-                tensor_holds[t] -= 1
-                if tensor_holds[t] == 0:
-                    memory[src] -= tensor_bytes[t]
+                if transfer_feeds[tr] < 0:    # the session holds a feed, not the device
+                    tensor_holds[t] -= 1
+                    if tensor_holds[t] == 0:
+                        memory[src] -= tensor_bytes[t]
                 if copy_us[tr] > 0:
                     n_dirty_devices = _wake(n_ops + 2 * tr + 1, transfer_dst[tr], now,
                                             ready_time, ready_task, device_base, ready_size,
@@ -304,18 +343,19 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
                 else:
                     n_dirty_devices = _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges,
                                                edge_transfer, edge_consumer, transfer_tensor,
-                                               waiting_for, ready_time, ready_task, device_base,
-                                               ready_size, device_dirty, dirty_devices,
-                                               n_dirty_devices)
+                                               transfer_feeds, waiting_for, ready_time,
+                                               ready_task, device_base, ready_size,
+                                               device_dirty, dirty_devices, n_dirty_devices)
             else:                             # deserialized: the consumers may run
                 n_dirty_devices = _deliver((ident - n_ops) // 2, now, placement,
                                            tensor_edge_ptr, tensor_edges, edge_transfer,
-                                           edge_consumer, transfer_tensor, waiting_for,
-                                           ready_time, ready_task, device_base, ready_size,
-                                           device_dirty, dirty_devices, n_dirty_devices)
+                                           edge_consumer, transfer_tensor, transfer_feeds,
+                                           waiting_for, ready_time, ready_task, device_base,
+                                           ready_size, device_dirty, dirty_devices,
+                                           n_dirty_devices)
     return (op_start, op_end, transfer_tensor[:n_transfers].copy(),
-            transfer_dst[:n_transfers].copy(), transfer_start, transfer_end, copy_start,
-            copy_end, busy, peak)
+            transfer_src[:n_transfers].copy(), transfer_dst[:n_transfers].copy(),
+            transfer_start, transfer_end, copy_start, copy_end, busy, peak)
 
 
 @numba.njit(cache=True)
@@ -328,10 +368,35 @@ def _queue_transfer(tr, channel, now, queued_time, queued_transfer, channel_base
 
 
 @numba.njit(cache=True)
+def _send(tr, src, now, n_ops, n_devices, copy_us, transfer_dst, transfer_queued, ready_time,
+          ready_task, device_base, ready_size, device_dirty, dirty_devices, n_dirty_devices,
+          queued_time, queued_transfer, channel_base, queued_size, channel_dirty,
+          dirty_channels, n_dirty_channels):
+    """Start transfer tr from device src: its sender's copy task, or the wire when it has
+    none; returns the new counts of devices and channels to revisit."""
+    transfer_queued[tr] = True
+    if copy_us[tr] > 0:
+        n_dirty_devices = _wake(n_ops + 2 * tr, src, now, ready_time, ready_task, device_base,
+                                ready_size, device_dirty, dirty_devices, n_dirty_devices)
+    else:
+        n_dirty_channels = _queue_transfer(
+            tr, src * n_devices + transfer_dst[tr], now, queued_time, queued_transfer,
+            channel_base, queued_size, channel_dirty, dirty_channels, n_dirty_channels)
+    return n_dirty_devices, n_dirty_channels
+
+
+@numba.njit(cache=True)
 def _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges, edge_transfer, edge_consumer,
-             transfer_tensor, waiting_for, ready_time, ready_task, device_base, ready_size,
-             device_dirty, dirty_devices, n_dirty_devices):
-    """A received tensor is usable: wake the consumers it completes."""
+             transfer_tensor, transfer_feeds, waiting_for, ready_time, ready_task, device_base,
+             ready_size, device_dirty, dirty_devices, n_dirty_devices):
+    """A received tensor is usable: wake the consumers it completes (for a feed, its op)."""
+    f = transfer_feeds[tr]
+    if f >= 0:
+        waiting_for[f] -= 1
+        if waiting_for[f] == 0:
+            n_dirty_devices = _wake(f, placement[f], now, ready_time, ready_task, device_base,
+                                    ready_size, device_dirty, dirty_devices, n_dirty_devices)
+        return n_dirty_devices
     t = transfer_tensor[tr]
     for j in range(tensor_edge_ptr[t], tensor_edge_ptr[t + 1]):
         e = tensor_edges[j]

@@ -36,8 +36,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     placement = placement.astype(np.int64, copy=False)
     if problem.n_ops and (placement.min() < 0 or placement.max() >= problem.n_devices):
         raise ValueError(f"placement indices must lie in [0, {problem.n_devices})")
-    (op_start, op_end, transfer_tensor, transfer_dst, transfer_start, transfer_end,
-     copy_start, copy_end, busy, peak) = engine.run(
+    (op_start, op_end, transfer_tensor, transfer_src, transfer_dst, transfer_start,
+     transfer_end, copy_start, copy_end, busy, peak) = engine.run(
         placement, problem.compute_us, problem.remote_extra_us, problem.remote_input_us,
         problem.device_type_of,
         problem.op_overhead_us, problem.tensor_producer, problem.tensor_bytes,
@@ -46,7 +46,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         problem._op_in_edges, problem._op_out_ptr, problem._op_out_tensors,
         problem._control_ptr, problem._control_succ, problem._n_preds,
         problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
-        problem.link_copy_share, problem.link_copy_us)
+        problem.link_copy_share, problem.link_copy_us, problem.device_task, problem.feed_ops,
+        problem.fetched)
     last_end = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
                    copy_end.max(initial=0.0))
     step = last_end
@@ -60,8 +61,8 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
                               op_end_us=op_end)
     if schedule:
         result.schedule = schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
-                                         transfer_dst, transfer_start, transfer_end,
-                                         copy_start, copy_end, last_end)
+                                         transfer_src, transfer_dst, transfer_start,
+                                         transfer_end, copy_start, copy_end, last_end)
     return result
 
 

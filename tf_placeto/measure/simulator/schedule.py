@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 
 
-def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_dst,
-                    transfer_start, transfer_end, copy_start, copy_end, last_end_us):
+def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_src,
+                   transfer_dst, transfer_start, transfer_end, copy_start, copy_end, last_end_us):
     """Ops and copy tasks on their devices, transfers on their links ("src->dst"), and
     after them each remote task's fitted per-step cost (kind "task", on its first device)."""
     op_bytes = np.bincount(problem.tensor_producer, weights=problem.tensor_bytes,
                            minlength=problem.n_ops).astype(np.int64)
     names = np.asarray(problem.device_names, dtype=object)
-    src = placement[problem.tensor_producer[transfer_tensor]]
+    src = transfer_src
     tensor_names = np.asarray(problem.tensor_names, dtype=object)[transfer_tensor]
     nbytes = problem.tensor_bytes[transfer_tensor]
     ops = pd.DataFrame({"kind": "op", "name": problem.op_names, "device": names[placement],

@@ -182,7 +182,9 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
         memory_capacity=np.append(problem.memory_capacity, np.inf),
         link_copy_share=_padded(problem.link_copy_share, 0.0),
         link_copy_us=_padded(problem.link_copy_us, 0.0),
-        device_task=np.append(problem.device_task, 0), remote_task_us=0.0)
+        device_task=np.append(problem.device_task, 0), remote_task_us=0.0,
+        feed_ops=(problem.feed_ops + op_offset).ravel(),
+        fetch_tensors=(problem.fetch_tensors + tensor_offset).ravel())
 
 
 def _padded(matrix: np.ndarray, value: float) -> np.ndarray:
