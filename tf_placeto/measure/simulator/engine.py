@@ -367,7 +367,7 @@ def _queue_transfer(tr, channel, now, queued_time, queued_transfer, channel_base
     return _mark(channel_dirty, dirty_channels, n_dirty_channels, channel)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _send(tr, src, now, n_ops, n_devices, copy_us, transfer_dst, transfer_queued, ready_time,
           ready_task, device_base, ready_size, device_dirty, dirty_devices, n_dirty_devices,
           queued_time, queued_transfer, channel_base, queued_size, channel_dirty,
