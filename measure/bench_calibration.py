@@ -55,6 +55,18 @@ def evaluation_placements(workload, runtime, count: int, seed: int) -> list:
     return unseen[:count]
 
 
+def add_timing_options(parser, placements: int, budget_s: float) -> None:
+    """The options `timed_twice` reads: the runtime, how many placements, their seed, each
+    pass's budget and the profiles' cache."""
+    parser.add_argument("--cluster", default="local:2")
+    parser.add_argument("--placements", type=int, default=placements)
+    parser.add_argument("--seed", type=int, default=1,
+                        help="of the random placements (the calibration's own use seed 0)")
+    parser.add_argument("--budget", type=float, default=budget_s,
+                        help="seconds per pass (repeats: auto)")
+    parser.add_argument("--cache", default=None, help="profiles directory (default: the cache)")
+
+
 def timed_twice(name: str, runtime, args, stream: int = 0) -> tuple:
     """(workload, labels, placements, real, ok): model `name` profiled on the runtime, its
     `args.placements` evaluation placements, and their real figures from two independent
@@ -116,13 +128,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS),
                         choices=sorted(real_models.MODELS))
-    parser.add_argument("--cluster", default="local:2")
-    parser.add_argument("--placements", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=1,
-                        help="of the random placements (the calibration's own use seed 0)")
-    parser.add_argument("--budget", type=float, default=90.0,
-                        help="seconds per pass (repeats: auto)")
-    parser.add_argument("--cache", default=None, help="profiles directory (default: the cache)")
+    add_timing_options(parser, placements=16, budget_s=90.0)
     parser.add_argument("--csv", default=None, help="also write every placement's row here")
     args = parser.parse_args(argv)
 

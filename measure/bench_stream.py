@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from measure import real_models
-from measure.bench_calibration import timed_twice
+from measure.bench_calibration import add_timing_options, timed_twice
 
 
 def bench(name: str, runtime, args) -> tuple:
@@ -58,12 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=["branches", "transformer"],
                         choices=sorted(real_models.MODELS))
     parser.add_argument("--stream", type=int, default=2, help="steps in flight")
-    parser.add_argument("--cluster", default="local:2")
-    parser.add_argument("--placements", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--budget", type=float, default=60.0,
-                        help="seconds per pass (repeats: auto)")
-    parser.add_argument("--cache", default=None, help="profiles directory (default: the cache)")
+    add_timing_options(parser, placements=12, budget_s=60.0)
     args = parser.parse_args(argv)
 
     from tf_placeto.measure.runtime import open_runtime

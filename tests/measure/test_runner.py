@@ -26,6 +26,27 @@ def test_unplaced_model_runs_on_the_first_cpu(mlp_model):
     assert set(traced.node_devices.values()) == {"/device:CPU:0"}
 
 
+def test_a_split_steps_partition_graphs_show_what_crosses_devices(mlp_model):
+    """Each device's partition of the step, as the runtime ran it: a placement over two
+    devices sends tensors from one partition to the other, one on a single device does not."""
+    import tf_placeto as tp
+    from tf_placeto.devices import DeviceSet
+    from tf_placeto.measure.runner import ModelRunner
+    from tf_placeto.measure.runtime import Runtime
+
+    graph = tp.import_graph(mlp_model)
+    runtime = Runtime.local(DeviceSet.local(2))
+    halves = {op.name: f"/device:CPU:{int(op.index >= len(graph) // 2)}" for op in graph.ops}
+    for placement, partitions in ((None, 1), (halves, 2)):
+        with ModelRunner(graph).session(runtime, placement) as steps:
+            graphs = steps.partition_graphs()
+        assert len(graphs) == partitions
+        sends = [node for g in graphs for node in g.node if node.op in ("_Send", "_HostSend")
+                 and node.attr["send_device"].s != node.attr["recv_device"].s]
+        assert bool(sends) == (partitions == 2)
+        assert np.isfinite(steps.outputs["loss"])
+
+
 def test_only_saved_models_are_run(tmp_path):
     import tensorflow as tf
 

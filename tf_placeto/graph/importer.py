@@ -204,9 +204,9 @@ class _Flattener:
                                 for src in self._resolve_control(key) if src != dst})
         keep, outputs = None, []
         if fetches is not None:
-            fetches = list(fetches)
-            keep = self._needed_ops(fetches, data_edges, control_edges)
-            outputs = [(self.ops[i].name, slot) for i, slot in self._fetch_outputs(fetches)]
+            targets, outputs = self._fetch_targets(fetches)
+            keep = self._needed_ops(targets, data_edges, control_edges)
+            outputs = [(self.ops[i].name, slot) for i, slot in outputs]
         graph = _compact(self.ops, data_edges, control_edges, self.instances, keep, source)
         graph.fetch_outputs = [(graph.index(name), slot) for name, slot in outputs]
         is_back = [graph.ops[e.src].type in _LOOP_BACK_OPS for e in graph.data_edges]
@@ -214,31 +214,28 @@ class _Flattener:
         graph.data_edges = [e for e, back in zip(graph.data_edges, is_back) if not back]
         return graph
 
-    def _fetch_outputs(self, fetches) -> list:
-        """[(op, slot)] of the fetched tensors (fetched ops, `name` without `:k`, fetch none)."""
-        outputs = []
-        for name in fetches:
-            node, _, slot = name.partition(":")
-            if not slot:
-                continue
-            if node in self.op_index:
-                outputs.append((self.op_index[node], int(slot)))
-            elif node in self.control_sets:
-                outputs.append(self._resolve(("t", node, int(slot))))
-        return outputs
-
-    def _needed_ops(self, fetches, data_edges, control_edges) -> list:
-        targets = []
+    def _fetch_targets(self, fetches) -> tuple:
+        """(ops the fetches run, [(op, slot)] of the fetched tensors): a call's output resolves
+        to the op inside its body that makes it, and a fetched call also runs its body's
+        control outputs; a name without `:k` fetches no tensor."""
+        targets, outputs = [], []
         for name in fetches:
             node, _, slot = name.partition(":")
             if node in self.op_index:
                 targets.append(self.op_index[node])
+                if slot:
+                    outputs.append((self.op_index[node], int(slot)))
             elif node in self.control_sets:
                 if slot:
-                    targets.append(self._resolve(("t", node, int(slot)))[0])
+                    outputs.append(self._resolve(("t", node, int(slot))))
+                    targets.append(outputs[-1][0])
                 targets.extend(self._resolve_control(("c", node)))
             else:
                 raise SourceError(f"the signature fetches {name!r}, which is not in the graph")
+        return targets, outputs
+
+    def _needed_ops(self, targets, data_edges, control_edges) -> list:
+        """The ops `targets` need, with the whole body of every function they run."""
         inputs = [[] for _ in self.ops]
         for e in data_edges:
             inputs[e.dst].append(e.src)

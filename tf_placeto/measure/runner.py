@@ -175,6 +175,8 @@ class StepSession:
         self._plain = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
         self._tracing = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms,
                                                 trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        self._partitioned = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms,
+                                                    output_partition_graphs=True)
         self._metadata = tf.compat.v1.RunMetadata
         self.outputs = {}
 
@@ -209,6 +211,14 @@ class StepSession:
             return steady_seconds_per_step(ends, in_flight)
 
         return self._watched(stream)
+
+    def partition_graphs(self) -> list:
+        """Run one more step and return the GraphDefs it ran on each device, as Grappler and
+        partitioning left them: what the runtime really executes and sends between tasks."""
+        metadata = self._metadata()
+        self.outputs = self._watched(lambda: self._session.run(
+            self._fetches, self._feed_dict, options=self._partitioned, run_metadata=metadata))
+        return list(metadata.partition_graphs)
 
     def traced_step(self):
         """Run one fully traced step; its RunMetadata (step stats, memory)."""

@@ -24,9 +24,13 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
 - an op with an input from another device takes `remote_extra_us` more: some kernels are
   slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
   left on its own device and recomputes it);
-  and `remote_input_us` more per input that travels: a loop op (its body runs on its device,
-  its loop state where each input was made) exchanges messages for every such input in
-  every iteration;
+- an op takes `remote_input_us` more for each of its inputs that travels: a loop op (its body
+  runs on its device, its loop state where each input was made) exchanges messages for every
+  such input in every iteration;
+- the session feeds and fetches on device 0's task (TensorFlow's feed and fetch nodes run on
+  the client's device): a feed op placed in another task first receives its tensor from
+  device 0, and a fetched tensor made in another task is sent to device 0 before the step
+  ends;
 - memory: the persistent bytes (weights) of the ops on a device count for the whole step; an
   output is allocated at its op's start and freed when its last local consumer has finished and
   its last outgoing transfer has completed (no consumer: at its op's end); a received copy is

@@ -208,7 +208,8 @@ class SimulationProblem:
 
     def _build_adjacency(self) -> None:
         """CSR lists the compiled loop walks: tensor -> edges, op -> input edges, outputs,
-        control successors; plus each op's count of predecessors and a topological order."""
+        control successors; plus each op's count of predecessors, a topological order and
+        the mask of fetched tensors."""
         n_ops, n_tensors = self.n_ops, len(self.tensor_producer)
         self._tensor_edge_ptr, self._tensor_edges = _csr(self.edge_tensor, n_tensors)
         self._op_in_ptr, self._op_in_edges = _csr(self.edge_consumer, n_ops)
