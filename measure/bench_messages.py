@@ -25,21 +25,7 @@ import sys
 import numpy as np
 
 from measure.bench_calibration import add_timing_options, timed_twice
-
-
-def real_messages(partition_graphs) -> list:
-    """[(sending task, receiving task, tensor)] of the Send/Recv pairs between tasks."""
-    from tf_placeto.devices import parse_device
-
-    messages = []
-    for graph_def in partition_graphs:
-        for node in graph_def.node:
-            if node.op in ("_Send", "_HostSend"):
-                src = parse_device(node.attr["send_device"].s.decode()).task
-                dst = parse_device(node.attr["recv_device"].s.decode()).task
-                if src != dst:
-                    messages.append((src, dst, node.attr["tensor_name"].s.decode()))
-    return sorted(messages)
+from tf_placeto.measure.links import cross_task_messages
 
 
 def main(argv=None) -> int:
@@ -68,7 +54,7 @@ def main(argv=None) -> int:
             say(f"{args.model}: the partition graphs of {label}")
             with runner.session(runtime, placement) as steps:
                 steps.step()                                    # warm-up
-                messages.append(real_messages(steps.partition_graphs()))
+                messages.append(cross_task_messages(steps.partition_graphs()))
     devices = tp.DeviceSet.from_strings(runtime.device_names)
     measurer = SimulatedMeasurer.from_profile(workload.graph, workload.cost_model, devices)
     task = dict(zip(measurer.problem.device_names, measurer.problem.device_task))

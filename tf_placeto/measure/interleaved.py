@@ -213,8 +213,7 @@ class _Sessions:
             stack.close()
 
     def _recover(self) -> None:
-        cluster = self.runtime.cluster
-        if not cluster.restart_dead_workers():
+        if not self.runtime.restart_dead_workers():
             return                      # servers someone else runs: the others go on as is
         for other in self.open_indices:
             error = self._open(other)

@@ -152,9 +152,7 @@ class RealMeasurer(Measurer):
         if key in self.known:
             self._bar.update(self._runs_each)
             return MeasureResult(**self.known[key])
-        cluster = self.runtime.cluster
-        if cluster is not None:
-            cluster.restart_dead_workers()
+        self.runtime.restart_dead_workers()
         runs = self.runner.run(self.runtime, placement, warmup=self.warmup,
                                repeats=self.repeats,
                                traced=int(self.trace_memory),

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from tf_placeto.devices import DeviceSet, parse_device
 from tf_placeto.errors import InputError
 from tf_placeto.measure.cluster import Cluster, cluster_device_names, parse_cluster
+from tf_placeto.measure.links import warm_links
 
 
 @dataclasses.dataclass
@@ -23,6 +24,8 @@ class Runtime:
     target: str = ""             # "" in-process, else "grpc://host:port"
     cluster: Optional[Cluster] = None  # to check and restart workers
     num_cpus: int = 1            # in-process CPU devices the session creates
+    # seconds of each step that warmed the cluster's links, the latest warm-up's (links.py)
+    warmup_steps_s: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def local(cls, devices: DeviceSet) -> "Runtime":
@@ -59,6 +62,19 @@ class Runtime:
             config.device_count["CPU"] = self.num_cpus
         return config
 
+    def warm_links(self) -> None:
+        """Exchange bulk tensors between the cluster's tasks until its links run at their
+        warm rate (links.py says why); nothing in this process."""
+        self.warmup_steps_s = warm_links(self)
+
+    def restart_dead_workers(self) -> list:
+        """Start again the cluster's workers that died, and warm their links; their task
+        indices (none for servers someone else runs, or in this process)."""
+        restarted = [] if self.cluster is None else self.cluster.restart_dead_workers()
+        if restarted:
+            self.warm_links()
+        return restarted
+
     def watched(self, call):
         """call(); on a cluster, with its tasks watched meanwhile (Cluster.watched): a worker
         that dies raises WorkerDied within the cluster's `watch_interval_s`."""
@@ -81,7 +97,8 @@ def planned_device_names(devices: Optional[str] = None, cluster: Optional[str] =
 @contextlib.contextmanager
 def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
                  named: Sequence[str] = ()):
-    """The runtime a command asked for, closed (workers stopped) when the block ends.
+    """The runtime a command asked for, closed (workers stopped) when the block ends; a
+    cluster's links are warmed first (links.py).
 
     devices: a device spec (see DeviceSet.parse); cluster: "local:N", a ClusterSpec JSON (text
     or file) or "TF_CONFIG". With neither: this machine's devices plus any local devices that
@@ -90,7 +107,9 @@ def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
     _check_one_of(devices, cluster)
     if cluster:
         with parse_cluster(cluster) as running:
-            yield Runtime.on_cluster(running)
+            runtime = Runtime.on_cluster(running)
+            runtime.warm_links()
+            yield runtime
         return
     if devices:
         yield Runtime.local(DeviceSet.parse(devices))
