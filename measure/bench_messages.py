@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     for label, listed in list(zip(labels, messages))[:args.list]:
         print(f"\n{label}:")
         for src, dst, tensor in listed:
-            print(f"  task {src} -> task {dst}  {tensor}")
+            print(f"  {src} -> {dst}  {tensor}")
     return 0
 
 

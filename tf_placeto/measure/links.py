@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from tf_placeto.devices import parse_device
 
 log = logging.getLogger(__name__)
@@ -27,12 +29,17 @@ WARM_BYTES = 4 * 2**20
 WARM_BUDGET_S = 10.0
 
 
+def task_of(device_name: str) -> str:
+    """The task a device belongs to, as /job:J/replica:R/task:T."""
+    device = parse_device(device_name)
+    return f"/job:{device.job}/replica:{device.replica}/task:{device.task}"
+
+
 def task_devices(device_names) -> list:
     """One device of each task (its first), in the order the tasks first appear."""
     firsts = {}
     for name in device_names:
-        device = parse_device(name)
-        firsts.setdefault((device.job, device.replica, device.task), name)
+        firsts.setdefault(task_of(name), name)
     return list(firsts.values())
 
 
@@ -44,8 +51,8 @@ def cross_task_messages(partition_graphs) -> list:
     for graph_def in partition_graphs:
         for node in graph_def.node:
             if node.op in ("_Send", "_HostSend"):
-                src = parse_device(node.attr["send_device"].s.decode()).task
-                dst = parse_device(node.attr["recv_device"].s.decode()).task
+                src = task_of(node.attr["send_device"].s.decode())
+                dst = task_of(node.attr["recv_device"].s.decode())
                 if src != dst:
                     messages.append((src, dst, node.attr["tensor_name"].s.decode()))
     return sorted(messages)
@@ -82,8 +89,7 @@ def warm_links(runtime, steps: int = WARM_STEPS, nbytes: int = WARM_BYTES,
     passed); the seconds each took. Nothing to warm in this process: []."""
     if runtime.cluster is None:
         return []
-    import numpy as np
-    import tensorflow as tf
+    import tensorflow as tf  # heavy: loaded on first use, not with the package
 
     graph, feed, fetches = link_graph(runtime.device_names, nbytes)
     values = {feed: np.ones(feed.shape.as_list(), np.float32)}
@@ -99,7 +105,7 @@ def warm_links(runtime, steps: int = WARM_STEPS, nbytes: int = WARM_BYTES,
                 seconds.append(time.perf_counter() - start)
 
     runtime.watched(run_steps)
-    log.info("warmed the links of %d tasks: %d steps of %.1f MB each way, %.1f ms first, "
+    log.debug("warmed the links of %d tasks: %d steps of %.1f MB each way, %.1f ms first, "
              "%.1f ms last", len(task_devices(runtime.device_names)), len(seconds),
              nbytes / 2**20, seconds[0] * 1e3, seconds[-1] * 1e3)
     return seconds
