@@ -1,4 +1,4 @@
-"""Benchmark: the messages TensorFlow really sends between tasks, against the real step and the simulator.
+"""Benchmark: the messages TensorFlow sends between tasks, against real steps and the simulator.
 
 A script, not a test.
 

@@ -1,4 +1,6 @@
-"""Benchmark: one split placement in many new sessions, on cold and warm clusters, by inter-op threads per worker (a script, not a test).
+"""Benchmark: one split placement in many new sessions, on cold or warm clusters, by worker threads.
+
+A script, not a test.
 
     python -m measure.bench_sessions [--model branches] [--placer heft] [--sessions 8]
                                      [--threads 1 8] [--links warm] [--clusters 1]
