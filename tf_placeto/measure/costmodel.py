@@ -34,7 +34,7 @@ OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 OP_COLUMNS = ["op", "device_type", "compute_us", "output_bytes", "traced"]   # at least
 # Bump when profiling measures something new or differently: older cached profiles are redone.
-PROFILER_VERSION = 8   # 8: swappable (api_implements) bodies traced inlined
+PROFILER_VERSION = 9   # 9: on clusters whose links were warmed first (measure/links.py)
 
 
 def graph_fingerprint(graph: OpGraph) -> str:
