@@ -48,6 +48,11 @@ class Device:
         return self.job == "localhost" and self.replica == 0 and self.task == 0
 
     @property
+    def task_name(self) -> str:
+        """The process the device belongs to: /job:J/replica:R/task:T."""
+        return f"/job:{self.job}/replica:{self.replica}/task:{self.task}"
+
+    @property
     def name(self) -> str:
         if self.is_local:
             return f"/device:{self.device_type}:{self.index}"

@@ -7,9 +7,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tf_placeto.devices import parse_device
 from tf_placeto.measure.cluster import LocalCluster
 from tf_placeto.measure.links import (WARM_STEPS, cross_task_messages, link_graph,
-                                      task_devices, task_of, warm_links)
+                                      task_devices, warm_links)
 from tf_placeto.measure.runtime import Runtime, open_runtime
 
 
@@ -33,7 +34,7 @@ def test_a_warmup_step_crosses_every_link_both_ways():
                                  options=options, run_metadata=metadata)
         assert values[0] == 1024.0 and values[1].shape == (1024,)
         pairs = {(src, dst) for src, dst, _ in cross_task_messages(metadata.partition_graphs)}
-        tasks = [task_of(name) for name in task_devices(runtime.device_names)]
+        tasks = [parse_device(name).task_name for name in task_devices(runtime.device_names)]
         assert len(tasks) == 3
         assert pairs == {(a, b) for a in tasks for b in tasks if a != b}
         client_ends = {node.op for g in metadata.partition_graphs for node in g.node

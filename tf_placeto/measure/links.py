@@ -29,17 +29,11 @@ WARM_BYTES = 4 * 2**20
 WARM_BUDGET_S = 10.0
 
 
-def task_of(device_name: str) -> str:
-    """The task a device belongs to, as /job:J/replica:R/task:T."""
-    device = parse_device(device_name)
-    return f"/job:{device.job}/replica:{device.replica}/task:{device.task}"
-
-
 def task_devices(device_names) -> list:
     """One device of each task (its first), in the order the tasks first appear."""
     firsts = {}
     for name in device_names:
-        firsts.setdefault(task_of(name), name)
+        firsts.setdefault(parse_device(name).task_name, name)
     return list(firsts.values())
 
 
@@ -51,8 +45,8 @@ def cross_task_messages(partition_graphs) -> list:
     for graph_def in partition_graphs:
         for node in graph_def.node:
             if node.op in ("_Send", "_HostSend"):
-                src = task_of(node.attr["send_device"].s.decode())
-                dst = task_of(node.attr["recv_device"].s.decode())
+                src = parse_device(node.attr["send_device"].s.decode()).task_name
+                dst = parse_device(node.attr["recv_device"].s.decode()).task_name
                 if src != dst:
                     messages.append((src, dst, node.attr["tensor_name"].s.decode()))
     return sorted(messages)

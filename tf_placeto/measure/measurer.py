@@ -227,7 +227,7 @@ def simulation_problem(graph: OpGraph, cost_model: CostModel, devices: DeviceSet
     types = list(dict.fromkeys(d.device_type for d in devices))
     latency, bandwidth, copy_share = cost_model.link_arrays(names)
     capacity = np.array([float((memory_capacity or {}).get(n, np.inf)) for n in names])
-    tasks = list(dict.fromkeys((d.job, d.replica, d.task) for d in devices))
+    tasks = list(dict.fromkeys(d.task_name for d in devices))
     problem = SimulationProblem.from_op_graph(
         graph, compute_us=cost_model.compute_us(graph, types), device_names=names,
         remote_extra_us=cost_model.remote_extra_us(graph, types),
@@ -235,7 +235,7 @@ def simulation_problem(graph: OpGraph, cost_model: CostModel, devices: DeviceSet
         link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
         memory_capacity=capacity,
         op_overhead_us=cost_model.op_overhead_us(types[0]),
-        device_task=[tasks.index((d.job, d.replica, d.task)) for d in devices])
+        device_task=[tasks.index(d.task_name) for d in devices])
     calibration = cost_model.calibration if calibrated else None
     return problem if calibration is None else calibration.apply(
         problem, cost_model.executions(graph))
