@@ -353,7 +353,14 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     (["--counts", "2", "--imitate-exact", "5"], "give --imitate too"),
     (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
 ])
-def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here):
+def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monkeypatch):
+    """Said before any runtime opens (a cluster would start and warm its links first)."""
+    from tf_placeto import cli
+
+    def no_runtime(*_, **__):
+        raise AssertionError("a runtime opened before the input was checked")
+
+    monkeypatch.setattr(cli, "open_runtime", no_runtime)
     code, error = cli_here("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"),
                            *args)
     assert code == 2 and message in error, error

@@ -25,6 +25,7 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
+from tf_placeto.measure.costmodel import Link
 from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
@@ -673,6 +674,9 @@ def _train(args) -> int:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
     if args.imitate_exact and not args.imitate:
         raise InputError("--imitate-exact chooses what imitation teaches: give --imitate too")
+    registry.member_range(args.members)     # bad input is said before a cluster starts
+    for link in args.link or []:
+        Link.parse(link)
     with contextlib.ExitStack() as stack:
         runtime = stack.enter_context(open_runtime(
             args.devices, args.cluster or (None if args.devices else "local:2")))

@@ -79,3 +79,11 @@ def test_a_calibration_round_trips_and_a_damaged_one_reads_as_none(tmp_path):
         f.write(json.dumps(dataclasses.asdict(calibration))[:40])
     assert Calibration.load(str(tmp_path)) is None
     assert Calibration.load(str(tmp_path / "absent")) is None
+
+
+def test_a_calibration_of_another_version_reads_as_none_to_be_refitted(tmp_path):
+    older = {k: v for k, v in dataclasses.asdict(Calibration(copy_us=50.0)).items()
+             if k not in ("message_us", "version")}        # as version 1 stored it
+    with open(os.path.join(tmp_path, CALIBRATION_FILE), "w") as f:
+        json.dump(older, f)
+    assert Calibration.load(str(tmp_path)) is None

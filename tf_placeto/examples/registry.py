@@ -132,14 +132,19 @@ if __name__ == "__main__":
     build_saved_model(sys.argv[1], sys.argv[2])
 
 
+def member_range(members: Optional[str]) -> tuple:
+    """(first, last or None) of a family's members from "A-B" (None: all of them)."""
+    if not members:
+        return 0, None
+    low, _, high = members.partition("-")
+    if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+        raise InputError(f"--members {members!r}: write A-B, e.g. 0-23")
+    return int(low), int(high)
+
+
 def expand(sources: Sequence[str], members: Optional[str] = None) -> list:
     """examples:FAMILY -> its members (those in `members`, "A-B"); other sources as given."""
-    first, last = 0, None
-    if members:
-        low, _, high = members.partition("-")
-        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
-            raise InputError(f"--members {members!r}: write A-B, e.g. 0-23")
-        first, last = int(low), int(high)
+    first, last = member_range(members)
     known = families()
     expanded = []
     for source in sources:

@@ -16,7 +16,13 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
 - `iteration_us`: an op that runs k times per step (a loop) pays k times this for each of its
   inputs made on another device: TensorFlow keeps each input's loop state (Enter, Merge,
   Switch, NextIteration) beside the op that made it and runs the body where the loop op is,
-  so every iteration sends each such input across and back.
+  so every iteration sends each such input across and back;
+- `message_us`: per step, each message between tasks that TensorFlow's rewritten graph sends
+  beyond the simulator's own transfers (an inlined call's control edges, grouped control
+  edges; fewer where Grappler drops a crossing identity), counted by Grappler run offline on
+  the placed graph (tf_placeto.measure.messages). It is not part of the simulation problem:
+  the count costs a Grappler run per placement, so the measurer's evaluation and the fit add
+  it, and the placers' searches go without it.
 None for a link parameter keeps the profile's measurement.
 """
 
@@ -34,6 +40,8 @@ from tf_placeto.cache import write_atomically
 from tf_placeto.measure.simulator import SimulationProblem
 
 CALIBRATION_FILE = "calibration.json"
+# a calibration of another version is refitted from the logged runs (version 2: message_us)
+CALIBRATION_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +50,13 @@ class Calibration:
     remote_task_us: float = 0.0
     copy_us: float = 0.0
     iteration_us: float = 0.0
+    message_us: float = 0.0
     latency_us: Optional[float] = None
     bytes_per_us: Optional[float] = None
     copy_share: Optional[float] = None
     observations: int = 0          # real runs logged when it was fitted (the latest fitted on)
     quality: dict = dataclasses.field(default_factory=dict)   # held-out figures (fitting.py)
+    version: int = CALIBRATION_VERSION
 
     def apply(self, problem: SimulationProblem, executions: np.ndarray) -> SimulationProblem:
         """A copy of `problem` (arrays shared where unchanged) with these costs.
@@ -80,6 +90,9 @@ class Calibration:
                          f"copy share {self.copy_share:.2f}")
         if self.iteration_us:
             parts.append(f"{self.iteration_us:.0f} us per loop iteration across tasks")
+        if self.message_us:
+            parts.append(f"{self.message_us:.0f} us per message of TensorFlow's beyond the "
+                         "simulator's")
         return "; ".join(parts)
 
     def to_json(self) -> dict:
@@ -91,11 +104,14 @@ class Calibration:
 
     @classmethod
     def load(cls, directory: str) -> Optional["Calibration"]:
-        """The calibration stored in `directory`; None if there is none or it does not parse
-        (the simulator then runs uncalibrated, and the next fit replaces it)."""
+        """The calibration stored in `directory`; None if there is none, it does not parse or
+        it is of another version (the simulator then runs uncalibrated until the next fit,
+        which a cached profile makes from its logged runs as it loads)."""
         try:
             with open(os.path.join(directory, CALIBRATION_FILE), encoding="utf-8") as f:
                 fields = json.load(f)
+            if fields.get("version") != CALIBRATION_VERSION:
+                return None
             return cls(**fields)
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, AttributeError):
             return None

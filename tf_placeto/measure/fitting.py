@@ -34,6 +34,7 @@ from tf_placeto.measure.calibration import Calibration
 from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import device_indices, simulation_problem, written_indices
+from tf_placeto.measure.messages import task_messages
 from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import simulate
@@ -54,6 +55,7 @@ FIT_ITERATIONS = 40          # least-squares steps (each simulates every run ~8 
 # profile's; latency relative to the profile's.
 _PARAMETERS = (("compute_scale", 1.0, 0.25, 4.0), ("remote_task_us", 1000.0, 0.0, 100.0),
                ("copy_us", 100.0, 0.0, 100.0), ("iteration_us", 1000.0, 0.0, 100.0),
+               ("message_us", 100.0, 0.0, 100.0),
                ("latency", 1.0, 0.0, 20.0), ("time_per_byte", 1.0, 0.01, 100.0),
                ("copy_share", 0.5, 0.0, 1.0))
 PRIOR_WEIGHT = 0.03          # pull of each parameter towards its start, against one run's log error
@@ -113,9 +115,11 @@ def read(directory: str, n_ops: int) -> list:
 
 class _Predictor:
     """Simulated steps (seconds) of observed placements under any calibration; a fit
-    simulates every observation hundreds of times, so their placements are arrays once."""
+    simulates every observation hundreds of times, so their placements are arrays once, and
+    TensorFlow's messages of each are counted once (kept in `directory`, the profile's)."""
 
-    def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet):
+    def __init__(self, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
+                 directory: Optional[str] = None):
         self.base = simulation_problem(graph, cost_model, devices, calibrated=False)
         self.executions = cost_model.executions(graph)
         off = ~np.eye(self.base.n_devices, dtype=bool)
@@ -123,13 +127,17 @@ class _Predictor:
         self.bytes_per_us = float(np.median(self.base.link_bytes_per_us[off])) \
             if off.any() else np.inf
         self.copy_share = float(np.median(self.base.link_copy_share[off])) if off.any() else 0.0
+        self.messages = task_messages(graph, devices.names, directory)
 
     def predict(self, calibration: Optional[Calibration], placements) -> np.ndarray:
         """placements: device index arrays (`_placements(observations)`)."""
-        problem = self.base if calibration is None else calibration.apply(self.base,
-                                                                          self.executions)
-        return np.array([simulate(problem, placement).step_time_us
-                         for placement in placements]) / 1e6
+        if calibration is None:
+            return np.array([simulate(self.base, p).step_time_us for p in placements]) / 1e6
+        problem = calibration.apply(self.base, self.executions)
+        extra = np.array([self.messages.extra(problem, p) if self.messages else 0
+                          for p in placements])
+        return (np.array([simulate(problem, p).step_time_us for p in placements])
+                + calibration.message_us * extra) / 1e6
 
     def start(self) -> Calibration:
         """The profile as it stands: its links, nothing more."""
@@ -316,7 +324,7 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
         return current
     observations = _fitted_on(logged)
     log.info(f"fitting the simulator to {len(observations)} real runs")
-    predictor = _Predictor(graph, cost_model, devices)
+    predictor = _Predictor(graph, cost_model, devices, directory)
     calibration = _fit(predictor, observations, current, FIT_ITERATIONS)
     checked = force and len(observations) >= MIN_HELD_OUT
     quality = _held_out(predictor, observations) if checked else (

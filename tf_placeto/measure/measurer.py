@@ -25,6 +25,7 @@ from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.costmodel import CostModel
+from tf_placeto.measure.messages import task_messages
 from tf_placeto.measure.noise import median_interval
 from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
@@ -246,22 +247,28 @@ class SimulatedMeasurer(Measurer):
     PlacementProblem's `simulation`, or a profile's (`from_profile`)."""
 
     def __init__(self, graph: OpGraph, devices: DeviceSet, problem: SimulationProblem,
-                 schedule: bool = False, stream: int = 0):
-        """stream: K > 0 predicts K steps in flight (simulator.stream), without a schedule."""
+                 schedule: bool = False, stream: int = 0, message_us: float = 0.0):
+        """stream: K > 0 predicts K steps in flight (simulator.stream), without a schedule.
+        message_us: the calibration's cost of each message between tasks that TensorFlow
+        sends beyond the simulator's transfers (calibration.py), added to a step's time; the
+        schedule does not show them."""
         super().__init__(graph, devices)
         self.problem = problem
         self.schedule = schedule
         self.stream = Stream(problem, stream) if stream else None
         self._written = written_indices(graph, devices)
+        self.message_us = message_us
+        self._messages = task_messages(graph, devices.names) if message_us else None
 
     @classmethod
     def from_profile(cls, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
                      memory_capacity: Optional[Mapping] = None, schedule: bool = False,
                      calibrated: bool = True, stream: int = 0) -> "SimulatedMeasurer":
         """See simulation_problem."""
+        calibration = cost_model.calibration if calibrated else None
         return cls(graph, devices, simulation_problem(graph, cost_model, devices,
                                                       memory_capacity, calibrated), schedule,
-                   stream)
+                   stream, calibration.message_us if calibration is not None else 0.0)
 
     def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
         return device_indices(self.graph, self.devices, placement, self._written)
@@ -269,12 +276,15 @@ class SimulatedMeasurer(Measurer):
     def _evaluate(self, placement):
         if self.stream is not None:
             return self._evaluate_stream(placement)
-        sim = simulate(self.problem, self.device_indices(placement), schedule=self.schedule)
+        indices = self.device_indices(placement)
+        sim = simulate(self.problem, indices, schedule=self.schedule)
         names = self.devices.names
         status = OK if sim.feasible else INFEASIBLE
         reason = "" if sim.feasible else (
             f"exceeds device memory by {sim.memory_excess_bytes / 2**20:.1f} MiB in all")
-        step = sim.step_time_us / 1e6
+        messages_us = self.message_us * self._messages.extra(self.problem, indices) \
+            if self._messages is not None else 0.0
+        step = (sim.step_time_us + messages_us) / 1e6
         return MeasureResult(
             key=placement_key(placement), status=status, reason=reason, step_time_s=step,
             spread_s=0.0, min_s=step, max_s=step, runs=0, simulated=True,
