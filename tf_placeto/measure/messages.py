@@ -25,6 +25,7 @@ import numpy as np
 from tf_placeto.devices import parse_device
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.measure.simulator import SimulationProblem
+from tf_placeto.rewrite import placed_proto
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,6 @@ class TaskMessages:
         from tensorflow.core.protobuf import config_pb2, device_properties_pb2, meta_graph_pb2
         from tensorflow.python.grappler import cluster as grappler_cluster
         from tensorflow.python.grappler import tf_optimizer
-
-        from tf_placeto.rewrite import placed_proto
 
         source = self.graph.source
         proto = placed_proto(source, self.graph, placement)
