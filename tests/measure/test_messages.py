@@ -10,10 +10,10 @@ from tests.measure.simulator_cases import make_problem
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.measure.links import cross_task_messages
-from tf_placeto.measure.messages import (TaskMessages, crossing_edges, simulated_messages,
-                                         task_messages)
-from tf_placeto.measure.runner import ModelRunner
+from tf_placeto.measure.messages import (TaskMessages, crossing_edges, loop_frames,
+                                         simulated_messages, step_messages, task_messages)
 from tf_placeto.measure.measurer import SimulatedMeasurer
+from tf_placeto.measure.runner import ModelRunner
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import SimulationProblem
 
@@ -22,10 +22,11 @@ DEVICES = [f"{task}/device:CPU:0" for task in TASK]
 
 
 def _graph_def(nodes):
+    """nodes: (name, task or -1 for none, inputs[, op]); Identity where no op is given."""
     graph_def = graph_pb2.GraphDef()
-    for name, task, inputs in nodes:
-        graph_def.node.add(name=name, op="Identity", device=DEVICES[task] if task >= 0 else "",
-                           input=inputs)
+    for name, task, inputs, *op in nodes:
+        graph_def.node.add(name=name, op=op[0] if op else "Identity", input=inputs,
+                           device=DEVICES[task] if task >= 0 else "")
     return graph_def
 
 
@@ -41,6 +42,24 @@ def test_one_message_per_tensor_or_control_source_and_receiving_task():
     messages = crossing_edges(graph_def, TASK[0], feeds={"fed"}, fetches=["out", "d"])
     assert messages == {("a", 0, TASK[1]), ("a", 1, TASK[1]), ("fed", -1, TASK[1]),
                         ("a", -1, TASK[1]), ("b", 0, TASK[0]), ("out", 0, TASK[0])}
+
+
+def test_a_loop_sends_its_messages_and_its_condition_every_iteration():
+    """A lowered loop whose body op runs on task 1: the switch's value goes there and the
+    body's result comes back every iteration, and the partitioner sends the loop's condition
+    there every iteration too; what enters and leaves the loop stays on task 0."""
+    graph_def = _graph_def([
+        ("x", 0, []), ("enter", 0, ["x"], "Enter"), ("merge", 0, ["enter", "next"], "Merge"),
+        ("less", 0, ["merge"], "Less"), ("cond", 0, ["less"], "LoopCond"),
+        ("switch", 0, ["merge", "cond"], "Switch"), ("body", 1, ["switch:1"]),
+        ("next", 0, ["body"], "NextIteration"), ("exit", 0, ["switch"], "Exit"),
+        ("out", 0, ["exit"])])
+    graph_def.node[1].attr["frame_name"].s = b"loop"
+    frames = loop_frames(graph_def)
+    assert {name for name, frame in frames.items() if frame == "loop"} == {
+        "enter", "merge", "less", "cond", "switch", "body", "next"}
+    assert frames["x"] == frames["exit"] == frames["out"] == ""
+    assert step_messages(graph_def, TASK[0], feeds=set(), fetches=["out"]) == (0, 2 + 1)
 
 
 def test_the_simulator_sends_each_tensor_once_per_other_task():
@@ -92,7 +111,15 @@ def test_the_measurer_adds_the_cost_of_each_message_beyond_its_transfers(mlp_mod
         link_bytes_per_us=np.full((2, 2), 1000.0), device_task=[0, 1])
     plain, charged = (SimulatedMeasurer(graph, devices, problem, message_us=cost)
                       for cost in (0.0, 1000.0))
-    extra = TaskMessages(graph, DEVICES).extra(problem, charged.device_indices(placement))
+    extra = TaskMessages(graph, DEVICES).extra(problem, [charged.device_indices(placement)])[0]
     assert extra != 0
     assert (charged.evaluate([placement])[0].step_time_s
             - plain.evaluate([placement])[0].step_time_s) == pytest.approx(extra * 1e-3)
+
+
+def test_counts_are_kept_beside_the_profile(mlp_model, tmp_path, monkeypatch):
+    graph = import_source(mlp_model)
+    assignment = np.arange(len(graph.ops)) % 2
+    counted = TaskMessages(graph, DEVICES, str(tmp_path)).count(assignment)
+    monkeypatch.setattr(TaskMessages, "_optimized", lambda *_: pytest.fail("counted again"))
+    assert TaskMessages(graph, DEVICES, str(tmp_path)).count(assignment) == counted > 0

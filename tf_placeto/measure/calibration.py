@@ -40,8 +40,9 @@ from tf_placeto.cache import write_atomically
 from tf_placeto.measure.simulator import SimulationProblem
 
 CALIBRATION_FILE = "calibration.json"
-# a calibration of another version is refitted from the logged runs (version 2: message_us)
-CALIBRATION_VERSION = 2
+# a calibration of another version is refitted from the logged runs (version 2: message_us;
+# 3: a loop's messages counted once per iteration)
+CALIBRATION_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)

@@ -127,15 +127,15 @@ class _Predictor:
         self.bytes_per_us = float(np.median(self.base.link_bytes_per_us[off])) \
             if off.any() else np.inf
         self.copy_share = float(np.median(self.base.link_copy_share[off])) if off.any() else 0.0
-        self.messages = task_messages(graph, devices.names, directory)
+        self.messages = task_messages(graph, devices.names, directory,
+                                      int(self.executions.max(initial=1)))
 
     def predict(self, calibration: Optional[Calibration], placements) -> np.ndarray:
         """placements: device index arrays (`_placements(observations)`)."""
         if calibration is None:
             return np.array([simulate(self.base, p).step_time_us for p in placements]) / 1e6
         problem = calibration.apply(self.base, self.executions)
-        extra = np.array([self.messages.extra(problem, p) if self.messages else 0
-                          for p in placements])
+        extra = self.messages.extra(problem, placements) if self.messages else 0
         return (np.array([simulate(problem, p).step_time_us for p in placements])
                 + calibration.message_us * extra) / 1e6
 

@@ -24,35 +24,41 @@ import numpy as np
 
 from tf_placeto.devices import parse_device
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.log import progress
 from tf_placeto.measure.simulator import SimulationProblem
 from tf_placeto.rewrite import placed_proto
 
 log = logging.getLogger(__name__)
 
-MESSAGES_FILE = "messages.jsonl"     # beside a profile: each placement counted once
+MESSAGES_FILE = "messages-v2.jsonl"  # beside a profile: each placement counted once
 
 
 def task_messages(graph: OpGraph, device_names: Sequence[str],
-                  directory: Optional[str] = None) -> Optional["TaskMessages"]:
+                  directory: Optional[str] = None,
+                  loop_iterations: int = 1) -> Optional["TaskMessages"]:
     """A TaskMessages of `graph` over `device_names`; None where nothing crosses tasks (one
     task) or the graph has no source to optimize."""
     tasks = {parse_device(name).task_name for name in device_names}
-    return TaskMessages(graph, device_names, directory) if len(tasks) > 1 and graph.source \
-        else None
+    if len(tasks) < 2 or graph.source is None:
+        return None
+    return TaskMessages(graph, device_names, directory, loop_iterations)
 
 
 class TaskMessages:
     """Counts the messages between tasks of placements of `graph` (which must carry its
     source) over `device_names` (the runtime's, the session's own first), each placement
     optimized once: once ever with a `directory` (the profile's), where the counts are kept
-    (a refit counts every logged run's placement)."""
+    (a refit counts every logged run's placement). loop_iterations: how many times a step
+    runs each loop (the profile's count of its most-run op; loops nested or of different
+    lengths are not told apart)."""
 
     def __init__(self, graph: OpGraph, device_names: Sequence[str],
-                 directory: Optional[str] = None):
+                 directory: Optional[str] = None, loop_iterations: int = 1):
         if graph.source is None:
             raise ValueError("counting TensorFlow's messages needs the graph's source")
         self.graph = graph
         self.device_names = list(device_names)
+        self.loop_iterations = int(loop_iterations)
         self._path = os.path.join(directory, MESSAGES_FILE) if directory else None
         self._counted: dict = self._stored()
         self._extra: dict = {}
@@ -60,18 +66,20 @@ class TaskMessages:
 
     def count(self, assignment) -> int:
         """Messages between tasks in one step of the placement (a device index per op, in
-        the graph's order): data and control, the session's feeds and fetches included."""
+        the graph's order): data and control, the session's feeds and fetches included, a
+        loop's messages once per iteration (`loop_iterations`, every loop alike)."""
         key = tuple(int(d) for d in assignment)
         if key not in self._counted:
             placement = {op.name: self.device_names[d] for op, d in zip(self.graph.ops, key)}
-            self._counted[key] = len(crossing_edges(
+            self._counted[key] = step_messages(
                 self._optimized(placement), parse_device(self.device_names[0]).task_name,
-                self._feeds(), self._fetches()))
+                self._feeds(), self._fetches())
             if self._path:
                 with open(self._path, "a", encoding="utf-8") as file:
                     file.write(json.dumps({"assignment": key, "messages": self._counted[key]})
                                + "\n")
-        return self._counted[key]
+        once, per_iteration = self._counted[key]
+        return once + self.loop_iterations * per_iteration
 
     def _stored(self) -> dict:
         """Counts kept by earlier runs, skipping lines a killed run left unfinished."""
@@ -81,25 +89,33 @@ class TaskMessages:
                 for line in file:
                     try:
                         entry = json.loads(line)
-                        counted[tuple(entry["assignment"])] = int(entry["messages"])
+                        once, per_iteration = entry["messages"]
+                        counted[tuple(entry["assignment"])] = (int(once), int(per_iteration))
                     except (ValueError, KeyError, TypeError):
                         continue
         return counted
 
-    def extra(self, problem: SimulationProblem, assignment) -> int:
-        """How many more messages the runtime sends than the simulator's transfers between
-        tasks (negative: fewer); 0 once Grappler has failed on this graph (said once, as a
-        warning: the simulator then goes without the count)."""
-        key = tuple(int(d) for d in assignment)
-        if key not in self._extra and not self._failed:
+    def extra(self, problem: SimulationProblem, assignments) -> np.ndarray:
+        """For each placement (a device index per op), how many more messages the runtime
+        sends than the simulator's transfers between tasks (negative: fewer); 0 once Grappler
+        has failed on this graph (said once, as a warning: the simulator then goes without
+        the count). A fit asks for the same placements hundreds of times: those not counted
+        yet are counted first, under a progress bar."""
+        arrays = [np.asarray(a, np.int64) for a in assignments]
+        keys = [a.tobytes() for a in arrays]
+        missing = {k: a for k, a in zip(keys, arrays) if k not in self._extra}
+        if missing and not self._failed:
             try:
-                self._extra[key] = self.count(key) - simulated_messages(problem,
-                                                                        np.asarray(key))
+                pending = missing.items() if len(missing) < 8 else progress(
+                    missing.items(), desc="counting TensorFlow's messages", unit="placement",
+                    leave=False)
+                for key, array in pending:
+                    self._extra[key] = self.count(array) - simulated_messages(problem, array)
             except Exception as exc:  # noqa: BLE001 -- a refinement: never worth a failure
                 self._failed = True
                 log.warning("could not count TensorFlow's messages between tasks (%s); the "
                             "simulator goes without them", exc)
-        return self._extra.get(key, 0)
+        return np.array([self._extra.get(k, 0) for k in keys])
 
     def _feeds(self) -> set:
         return {self.graph.ops[i].name for i in self.graph.feed_ops}
@@ -147,12 +163,7 @@ def crossing_edges(graph_def, client: str, feeds: set, fetches: Sequence[str]) -
     value comes from the session's task (`client`); a fetched node made elsewhere sends its
     value there; a node without a device runs there."""
     nodes = {node.name: node for node in graph_def.node}
-    task_of = {device: parse_device(device).task_name
-               for device in {node.device for node in graph_def.node} if device}
-
-    def task(name: str) -> str:
-        return client if name in feeds else task_of.get(nodes[name].device, client)
-
+    task = _task_of(graph_def, client, feeds)
     messages = set()
     for node in graph_def.node:
         for text in node.input:
@@ -163,6 +174,66 @@ def crossing_edges(graph_def, client: str, feeds: set, fetches: Sequence[str]) -
     messages.update((name, 0, client) for name in fetches
                     if name in nodes and task(name) != client)
     return messages
+
+
+def step_messages(graph_def, client: str, feeds: set, fetches: Sequence[str]) -> tuple:
+    """(once, per iteration): the messages of a step that are sent once, and those sent in
+    every iteration of its loops: the crossing edges made inside a loop's frame, and the
+    loop's condition, which the partitioner sends every iteration from the task of the
+    frame's first node to each other task that runs part of the frame."""
+    task = _task_of(graph_def, client, feeds)
+    frame = loop_frames(graph_def)
+    messages = crossing_edges(graph_def, client, feeds, fetches)
+    looped = sum(1 for source, _, _ in messages if frame.get(source, ""))
+    tasks: dict = {}
+    for node in graph_def.node:
+        if frame.get(node.name, ""):
+            tasks.setdefault(frame[node.name], set()).add(task(node.name))
+    conditions = sum(len(used) - 1 for used in tasks.values())
+    return len(messages) - looped, looped + conditions
+
+
+def _task_of(graph_def, client: str, feeds: set):
+    """name -> the task its node runs on (see crossing_edges)."""
+    device = {node.name: node.device for node in graph_def.node}
+    tasks = {d: parse_device(d).task_name for d in set(device.values()) if d}
+    return lambda name: client if name in feeds else tasks.get(device[name], client)
+
+
+def loop_frames(graph_def) -> dict:
+    """{node: its loop frame ("" outside every loop)} of a graph whose loops are lowered
+    (Enter, Merge, Switch, NextIteration, Exit): an Enter opens its `frame_name` inside its
+    input's frame, an Exit closes it, any other node runs in its inputs' frame. Nodes are
+    taken in an order where each follows its inputs, a NextIteration's edge into its Merge
+    left out (the loop's one back edge)."""
+    nodes = {node.name: node for node in graph_def.node}
+    parent, frame = {"": ""}, {}
+    inputs = {name: [i.lstrip("^").split(":")[0] for i in node.input
+                     if i.lstrip("^").split(":")[0] in nodes
+                     and nodes[i.lstrip("^").split(":")[0]].op != "NextIteration"]
+              for name, node in nodes.items()}
+    waiting = {name: len(sources) for name, sources in inputs.items()}
+    consumers: dict = {}
+    for name, sources in inputs.items():
+        for source in sources:
+            consumers.setdefault(source, []).append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    while ready:
+        name = ready.pop()
+        node = nodes[name]
+        outer = frame.get(inputs[name][0], "") if inputs[name] else ""
+        if node.op in ("Enter", "RefEnter"):
+            frame[name] = node.attr["frame_name"].s.decode() or name
+            parent.setdefault(frame[name], outer)
+        elif node.op in ("Exit", "RefExit"):
+            frame[name] = parent.get(outer, "")
+        else:
+            frame[name] = outer
+        for consumer in consumers.get(name, []):
+            waiting[consumer] -= 1
+            if waiting[consumer] == 0:
+                ready.append(consumer)
+    return frame
 
 
 def simulated_messages(problem: SimulationProblem, assignment: np.ndarray) -> int:
