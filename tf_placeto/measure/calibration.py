@@ -19,8 +19,9 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
   so every iteration sends each such input across and back;
 - `message_us`: per step, each message between tasks that TensorFlow's rewritten graph sends
   beyond the simulator's own transfers (an inlined call's control edges, grouped control
-  edges; fewer where Grappler drops a crossing identity), counted by Grappler run offline on
-  the placed graph (tf_placeto.measure.messages). It is not part of the simulation problem:
+  edges, a loop's messages and its condition in every iteration; fewer where Grappler drops
+  a crossing identity), counted by Grappler run offline on the placed graph
+  (tf_placeto.measure.messages). It is not part of the simulation problem:
   the count costs a Grappler run per placement, so the measurer's evaluation and the fit add
   it, and the placers' searches go without it.
 None for a link parameter keeps the profile's measurement.

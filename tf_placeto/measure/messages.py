@@ -3,14 +3,15 @@
 The simulator sends one message per tensor that crosses tasks in the graph as imported. The
 runtime sends another set: before partitioning, Grappler inlines each function call (adding
 an input gate and identities on the caller's task, whose control edges cross wherever the
-body's ops are), drops identities and no-ops where that adds no crossing, and groups control
-edges from one task into one message. On a graph of small ops each message costs about as
-much as an op, so the count ranks placements where the simulator's transfers do not (BUILD.md,
-"The calibrated simulator"). `TaskMessages` asks Grappler itself: it runs TensorFlow's graph
-optimizer offline on the placed graph, over a virtual cluster of the runtime's devices, and
-counts the edges that cross tasks in what comes out: 10 ms on a small model, a third of a
-second on ResNet50, 1.6 s on the Inception-V3 training step, so it serves evaluating and
-fitting on a few placements, not a search.
+body's ops are), drops identities and no-ops where that adds no crossing, groups control
+edges from one task into one message, and lowers loops into frames whose crossing edges,
+and whose condition, cross again in every iteration. On a graph of small ops each message
+costs about as much as an op, so the count ranks placements where the simulator's transfers
+do not (BUILD.md, "The calibrated simulator"). `TaskMessages` asks Grappler itself: it runs
+TensorFlow's graph optimizer offline on the placed graph, over a virtual cluster of the
+runtime's devices, and counts the edges that cross tasks in what comes out: 10 ms on a small
+model, a third of a second on ResNet50, 1.6 s on the Inception-V3 training step, so it
+serves evaluating and fitting on a few placements, not a search.
 """
 
 from __future__ import annotations
