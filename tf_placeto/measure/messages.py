@@ -130,7 +130,8 @@ class TaskMessages:
     def _optimized(self, placement: dict):
         """The placed graph as Grappler leaves it for the runtime: pruned to what the step
         fetches, every op without a device on the session's (as the runtime's placer puts
-        it), functions inlined, no-ops and identities dropped, control edges grouped."""
+        it), functions inlined, loops lowered, no-ops and identities dropped, control edges
+        grouped."""
         import tensorflow as tf  # heavy: loaded on first use, not with the package
         from tensorflow.core.protobuf import config_pb2, device_properties_pb2, meta_graph_pb2
         from tensorflow.python.grappler import cluster as grappler_cluster
