@@ -42,8 +42,8 @@ from tf_placeto.measure.simulator import SimulationProblem
 
 CALIBRATION_FILE = "calibration.json"
 # a calibration of another version is refitted from the logged runs (version 2: message_us;
-# 3: a loop's messages counted once per iteration)
-CALIBRATION_VERSION = 3
+# 3 and 4: a loop's messages counted once per iteration, its condition once per task)
+CALIBRATION_VERSION = 4
 
 
 @dataclasses.dataclass(frozen=True)

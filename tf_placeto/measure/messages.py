@@ -31,7 +31,7 @@ from tf_placeto.rewrite import placed_proto
 
 log = logging.getLogger(__name__)
 
-MESSAGES_FILE = "messages-v2.jsonl"  # beside a profile: each placement counted once
+MESSAGES_FILE = "messages-v3.jsonl"  # beside a profile: each placement counted once
 
 
 def task_messages(graph: OpGraph, device_names: Sequence[str],
@@ -181,8 +181,9 @@ def crossing_edges(graph_def, client: str, feeds: set, fetches: Sequence[str]) -
 def step_messages(graph_def, client: str, feeds: set, fetches: Sequence[str]) -> tuple:
     """(once, per iteration): the messages of a step that are sent once, and those sent in
     every iteration of its loops: the crossing edges made inside a loop's frame, and the
-    loop's condition, which the partitioner sends every iteration from the task of the
-    frame's first node to each other task that runs part of the frame."""
+    loop's condition (its LoopCond's value), which the partitioner sends every iteration to
+    each other task that runs part of the frame, once per task even where a Switch there
+    reads it too."""
     task = _task_of(graph_def, client, feeds)
     frame = loop_frames(graph_def)
     messages = crossing_edges(graph_def, client, feeds, fetches)
@@ -191,7 +192,10 @@ def step_messages(graph_def, client: str, feeds: set, fetches: Sequence[str]) ->
     for node in graph_def.node:
         if frame.get(node.name, ""):
             tasks.setdefault(frame[node.name], set()).add(task(node.name))
-    conditions = sum(len(used) - 1 for used in tasks.values())
+    conditions = sum(1 for node in graph_def.node
+                     if node.op == "LoopCond" and frame.get(node.name, "")
+                     for other in tasks[frame[node.name]] - {task(node.name)}
+                     if (node.name, 0, other) not in messages)
     return len(messages) - looped, looped + conditions
 
 
