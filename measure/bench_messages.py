@@ -11,10 +11,12 @@ placements the calibration never saw, timed for real in turns in two passes. For
 more step returns TensorFlow's partition graphs: their Send/Recv pairs between tasks are the
 messages the step really exchanges, data and control (a control edge across tasks is a dummy
 tensor), after Grappler rewrote the graph and the session placed its feeds and fetches. The
-simulator's are its transfers between tasks under the calibrated profile. Printed per
-placement: the real step (mean of the passes), the simulated step, the simulator's transfers
-and the real messages; then the Spearman of each against the real steps and between the two
-counts. `--list N` prints the real messages of the first N placements (task -> task, tensor).
+simulator's are its transfers between tasks under the calibrated profile; the counted ones
+are tf_placeto.measure.messages' count from Grappler run offline, each message once (as the
+partition graphs list them, loops not multiplied). Printed per placement: the real step
+(mean of the passes), the calibrated simulated step, the simulator's transfers, the counted
+and the real messages; then the Spearman of each against the real steps, and of each count
+against the real one. `--list N` prints the real messages of the first N placements (task -> task, tensor).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from measure.bench_calibration import add_timing_options, timed_twice
 from tf_placeto.measure.links import cross_task_messages
+from tf_placeto.measure.messages import TaskMessages
 
 
 def main(argv=None) -> int:
@@ -57,26 +60,23 @@ def main(argv=None) -> int:
                 messages.append(cross_task_messages(steps.partition_graphs()))
     devices = tp.DeviceSet.from_strings(runtime.device_names)
     measurer = SimulatedMeasurer.from_profile(workload.graph, workload.cost_model, devices)
-    task = dict(zip(measurer.problem.device_names, measurer.problem.device_task))
-    simulated, transfers = [], []
-    for placement in placements:
-        result = simulate(measurer.problem, measurer.device_indices(placement), schedule=True)
-        rows = result.schedule[result.schedule.kind == "transfer"]
-        crossing = [task[src] != task[dst]
-                    for src, dst in (device.split("->") for device in rows.device)]
-        simulated.append(result.step_time_us / 1e3)
-        transfers.append(int(np.sum(crossing)))
-    table = pd.DataFrame({"placement": labels, "real_ms": real.mean(axis=0) * 1e3,
-                          "simulated_ms": simulated, "simulated_transfers": transfers,
-                          "real_messages": [len(m) for m in messages], "ok": ok})
+    counter = TaskMessages(workload.graph, runtime.device_names)   # each message once
+    indices = [measurer.device_indices(placement) for placement in placements]
+    table = pd.DataFrame({
+        "placement": labels, "real_ms": real.mean(axis=0) * 1e3,
+        "simulated_ms": [r.step_time_s * 1e3 for r in measurer.evaluate(placements, labels)],
+        "simulated_transfers": [simulate(measurer.problem, i).task_transfers for i in indices],
+        "counted_messages": [counter.count(i) for i in indices],
+        "real_messages": [len(m) for m in messages], "ok": ok})
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     kept = table[table.ok]
-    for column in ("simulated_ms", "simulated_transfers", "real_messages"):
+    for column in ("simulated_ms", "simulated_transfers", "counted_messages", "real_messages"):
         rho = stats.spearmanr(kept[column], kept.real_ms).statistic
         print(f"{column} against the real step: Spearman {rho:.2f}")
-    rho = stats.spearmanr(kept.simulated_transfers, kept.real_messages).statistic
-    print(f"simulated transfers against real messages: Spearman {rho:.2f}; equal on "
-          f"{int(np.sum(kept.simulated_transfers == kept.real_messages))} of {len(kept)}")
+    for column in ("simulated_transfers", "counted_messages"):
+        rho = stats.spearmanr(kept[column], kept.real_messages).statistic
+        print(f"{column} against real messages: Spearman {rho:.2f}; equal on "
+              f"{int(np.sum(kept[column] == kept.real_messages))} of {len(kept)}")
     for label, listed in list(zip(labels, messages))[:args.list]:
         print(f"\n{label}:")
         for src, dst, tensor in listed:

@@ -140,12 +140,8 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
             if _faster_beyond_noise(outcome.confirmed[1:]) is not None:
                 outcome.winner = best
         outcome.placement = None if outcome.winner is None else placements[outcome.winner]
-    calibration = workload.cost_model.calibration
     measurer = SimulatedMeasurer(workload.graph, outcome.devices, problem.simulation,
-                                 stream=problem.steps_in_flight,
-                                 message_us=calibration.message_us if calibration else 0.0,
-                                 loop_iterations=int(workload.cost_model.executions(
-                                     workload.graph).max(initial=1)))
+                                 stream=problem.steps_in_flight, cost_model=workload.cost_model)
     if outcome.placement is None:          # kept as written: predicted before = after
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:

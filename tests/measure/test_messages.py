@@ -6,16 +6,18 @@ import pytest
 from tensorflow.core.framework import graph_pb2
 
 import tf_placeto as tp
+from tests.helpers import estimated_cost_model
 from tests.measure.simulator_cases import make_problem
+from tf_placeto.measure.calibration import Calibration
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.measure.links import cross_task_messages
 from tf_placeto.measure.messages import (TaskMessages, crossing_edges, loop_frames,
-                                         simulated_messages, step_messages, task_messages)
+                                         step_messages, task_messages)
 from tf_placeto.measure.measurer import SimulatedMeasurer
 from tf_placeto.measure.runner import ModelRunner
 from tf_placeto.measure.runtime import Runtime
-from tf_placeto.measure.simulator import SimulationProblem
+from tf_placeto.measure.simulator import SimulationProblem, simulate
 
 TASK = ["/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"]
 DEVICES = [f"{task}/device:CPU:0" for task in TASK]
@@ -67,15 +69,20 @@ def test_the_simulator_sends_each_tensor_once_per_other_task():
     problem = make_problem([1, 1, 1, 1], tensors=[(0, 8), (2, 8), (3, 8)],
                            edges=[(0, 1), (0, 2), (1, 3)], n_devices=2, device_task=[0, 1],
                            feed_ops=[0], fetch_tensors=[2])
-    assert simulated_messages(problem, np.array([0, 0, 0, 0])) == 0
-    assert simulated_messages(problem, np.array([0, 1, 1, 0])) == 1 + 1    # op0's, op2's
-    assert simulated_messages(problem, np.array([1, 1, 1, 1])) == 1 + 1    # the feed, fetch
+    def sent(assignment):
+        return simulate(problem, np.array(assignment)).task_transfers
+
+    assert sent([0, 0, 0, 0]) == 0
+    assert sent([0, 1, 1, 0]) == 1 + 1    # op0's, op2's
+    assert sent([1, 1, 1, 1]) == 1 + 1    # the feed, fetch
 
 
 def test_nothing_to_count_on_one_task(mlp_model):
     graph = import_source(mlp_model)
-    assert task_messages(graph, [f"{TASK[0]}/device:CPU:{k}" for k in range(2)]) is None
-    assert isinstance(task_messages(graph, DEVICES), TaskMessages)
+    profile = estimated_cost_model(graph)
+    assert task_messages(graph, [f"{TASK[0]}/device:CPU:{k}" for k in range(2)],
+                         profile) is None
+    assert isinstance(task_messages(graph, DEVICES, profile), TaskMessages)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -109,9 +116,13 @@ def test_the_measurer_adds_the_cost_of_each_message_beyond_its_transfers(mlp_mod
         graph, compute_us=np.ones(len(graph.ops)), device_names=DEVICES,
         device_type_of=np.zeros(2, np.int64), link_latency_us=np.full((2, 2), 50.0),
         link_bytes_per_us=np.full((2, 2), 1000.0), device_task=[0, 1])
-    plain, charged = (SimulatedMeasurer(graph, devices, problem, message_us=cost)
-                      for cost in (0.0, 1000.0))
-    extra = TaskMessages(graph, DEVICES).extra(problem, [charged.device_indices(placement)])[0]
+    profile = estimated_cost_model(graph)
+    profile.calibration = Calibration(message_us=1000.0)
+    plain, charged = (SimulatedMeasurer(graph, devices, problem, cost_model=cost_model)
+                      for cost_model in (None, profile))
+    indices = charged.device_indices(placement)
+    extra = TaskMessages(graph, DEVICES).extra([indices],
+                                               [simulate(problem, indices).task_transfers])[0]
     assert extra != 0
     assert (charged.evaluate([placement])[0].step_time_s
             - plain.evaluate([placement])[0].step_time_s) == pytest.approx(extra * 1e-3)

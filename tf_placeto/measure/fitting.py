@@ -127,17 +127,19 @@ class _Predictor:
         self.bytes_per_us = float(np.median(self.base.link_bytes_per_us[off])) \
             if off.any() else np.inf
         self.copy_share = float(np.median(self.base.link_copy_share[off])) if off.any() else 0.0
-        self.messages = task_messages(graph, devices.names, directory,
-                                      int(self.executions.max(initial=1)))
+        self.messages = task_messages(graph, devices.names, cost_model, directory)
 
     def predict(self, calibration: Optional[Calibration], placements) -> np.ndarray:
         """placements: device index arrays (`_placements(observations)`)."""
         if calibration is None:
             return np.array([simulate(self.base, p).step_time_us for p in placements]) / 1e6
         problem = calibration.apply(self.base, self.executions)
-        extra = self.messages.extra(problem, placements) if self.messages else 0
-        return (np.array([simulate(problem, p).step_time_us for p in placements])
-                + calibration.message_us * extra) / 1e6
+        results = [simulate(problem, p) for p in placements]
+        steps = np.array([r.step_time_us for r in results])
+        if self.messages is not None:
+            steps += calibration.message_us * self.messages.extra(
+                placements, [r.task_transfers for r in results])
+        return steps / 1e6
 
     def start(self) -> Calibration:
         """The profile as it stands: its links, nothing more."""

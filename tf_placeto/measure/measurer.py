@@ -247,32 +247,31 @@ class SimulatedMeasurer(Measurer):
     PlacementProblem's `simulation`, or a profile's (`from_profile`)."""
 
     def __init__(self, graph: OpGraph, devices: DeviceSet, problem: SimulationProblem,
-                 schedule: bool = False, stream: int = 0, message_us: float = 0.0,
-                 loop_iterations: int = 1):
+                 schedule: bool = False, stream: int = 0,
+                 cost_model: Optional[CostModel] = None):
         """stream: K > 0 predicts K steps in flight (simulator.stream), without a schedule.
-        message_us: the calibration's cost of each message between tasks that TensorFlow
-        sends beyond the simulator's transfers (calibration.py), added to a step's time; the
-        schedule does not show them. loop_iterations: how many times a step runs its loops
-        (the profile's count: messages.TaskMessages)."""
+        cost_model: the profile `problem` was made from, whose calibration's cost of each
+        message between tasks that TensorFlow sends beyond the simulator's transfers
+        (calibration.py, messages.py) is added to a step's time; the schedule does not show
+        them."""
         super().__init__(graph, devices)
         self.problem = problem
         self.schedule = schedule
         self.stream = Stream(problem, stream) if stream else None
         self._written = written_indices(graph, devices)
-        self.message_us = message_us
-        self._messages = task_messages(graph, devices.names, loop_iterations=loop_iterations) \
-            if message_us else None
+        calibration = cost_model.calibration if cost_model is not None else None
+        self.message_us = calibration.message_us if calibration is not None else 0.0
+        self._messages = task_messages(graph, devices.names, cost_model) \
+            if self.message_us else None
 
     @classmethod
     def from_profile(cls, graph: OpGraph, cost_model: CostModel, devices: DeviceSet,
                      memory_capacity: Optional[Mapping] = None, schedule: bool = False,
                      calibrated: bool = True, stream: int = 0) -> "SimulatedMeasurer":
         """See simulation_problem."""
-        calibration = cost_model.calibration if calibrated else None
         return cls(graph, devices, simulation_problem(graph, cost_model, devices,
                                                       memory_capacity, calibrated), schedule,
-                   stream, calibration.message_us if calibration is not None else 0.0,
-                   int(cost_model.executions(graph).max(initial=1)))
+                   stream, cost_model if calibrated else None)
 
     def device_indices(self, placement: Optional[Mapping]) -> np.ndarray:
         return device_indices(self.graph, self.devices, placement, self._written)
@@ -286,8 +285,8 @@ class SimulatedMeasurer(Measurer):
         status = OK if sim.feasible else INFEASIBLE
         reason = "" if sim.feasible else (
             f"exceeds device memory by {sim.memory_excess_bytes / 2**20:.1f} MiB in all")
-        messages_us = self.message_us * self._messages.extra(self.problem, [indices])[0] \
-            if self._messages is not None else 0.0
+        messages_us = self.message_us * self._messages.extra(
+            [indices], [sim.task_transfers])[0] if self._messages is not None else 0.0
         step = (sim.step_time_us + messages_us) / 1e6
         return MeasureResult(
             key=placement_key(placement), status=status, reason=reason, step_time_s=step,

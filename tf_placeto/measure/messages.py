@@ -1,9 +1,9 @@
 """The messages a placed step sends between tasks, as TensorFlow's runtime will send them.
 
-The simulator sends one message per tensor that crosses tasks in the graph as imported. The
-runtime sends another set: before partitioning, Grappler inlines each function call (adding
-an input gate and identities on the caller's task, whose control edges cross wherever the
-body's ops are), drops identities and no-ops where that adds no crossing, groups control
+The simulator sends one message per tensor that crosses tasks in the graph as imported
+(SimulationResult.task_transfers). The runtime sends another set: before partitioning,
+Grappler inlines each function call (adding an input gate and identities on the caller's
+task, whose control edges cross wherever the body's ops are), drops identities and no-ops where that adds no crossing, groups control
 edges from one task into one message, and lowers loops into frames whose crossing edges,
 and whose condition, cross again in every iteration. On a graph of small ops each message
 costs about as much as an op, so the count ranks placements where the simulator's transfers
@@ -26,7 +26,7 @@ import numpy as np
 from tf_placeto.devices import parse_device
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
-from tf_placeto.measure.simulator import SimulationProblem
+from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.rewrite import placed_proto
 
 log = logging.getLogger(__name__)
@@ -34,15 +34,16 @@ log = logging.getLogger(__name__)
 MESSAGES_FILE = "messages-v3.jsonl"  # beside a profile: each placement counted once
 
 
-def task_messages(graph: OpGraph, device_names: Sequence[str],
-                  directory: Optional[str] = None,
-                  loop_iterations: int = 1) -> Optional["TaskMessages"]:
-    """A TaskMessages of `graph` over `device_names`; None where nothing crosses tasks (one
-    task) or the graph has no source to optimize."""
+def task_messages(graph: OpGraph, device_names: Sequence[str], cost_model: CostModel,
+                  directory: Optional[str] = None) -> Optional["TaskMessages"]:
+    """A TaskMessages of `graph` over `device_names`, its loops run as many times as the
+    profile `cost_model` counted; None where nothing crosses tasks (one task) or the graph
+    has no source to optimize."""
     tasks = {parse_device(name).task_name for name in device_names}
     if len(tasks) < 2 or graph.source is None:
         return None
-    return TaskMessages(graph, device_names, directory, loop_iterations)
+    iterations = int(cost_model.executions(graph).max(initial=1))
+    return TaskMessages(graph, device_names, directory, iterations)
 
 
 class TaskMessages:
@@ -61,24 +62,25 @@ class TaskMessages:
         self.device_names = list(device_names)
         self.loop_iterations = int(loop_iterations)
         self._path = os.path.join(directory, MESSAGES_FILE) if directory else None
-        self._counted: dict = self._stored()
-        self._extra: dict = {}
+        self._counted: dict = self._stored()     # assignment bytes -> (once, per iteration)
         self._failed = False
 
     def count(self, assignment) -> int:
         """Messages between tasks in one step of the placement (a device index per op, in
         the graph's order): data and control, the session's feeds and fetches included, a
         loop's messages once per iteration (`loop_iterations`, every loop alike)."""
-        key = tuple(int(d) for d in assignment)
+        assignment = np.asarray(assignment, np.int64)
+        key = assignment.tobytes()
         if key not in self._counted:
-            placement = {op.name: self.device_names[d] for op, d in zip(self.graph.ops, key)}
+            placement = {op.name: self.device_names[d]
+                         for op, d in zip(self.graph.ops, assignment)}
             self._counted[key] = step_messages(
                 self._optimized(placement), parse_device(self.device_names[0]).task_name,
                 self._feeds(), self._fetches())
             if self._path:
                 with open(self._path, "a", encoding="utf-8") as file:
-                    file.write(json.dumps({"assignment": key, "messages": self._counted[key]})
-                               + "\n")
+                    file.write(json.dumps({"assignment": assignment.tolist(),
+                                           "messages": self._counted[key]}) + "\n")
         once, per_iteration = self._counted[key]
         return once + self.loop_iterations * per_iteration
 
@@ -91,32 +93,33 @@ class TaskMessages:
                     try:
                         entry = json.loads(line)
                         once, per_iteration = entry["messages"]
-                        counted[tuple(entry["assignment"])] = (int(once), int(per_iteration))
+                        key = np.asarray(entry["assignment"], np.int64).tobytes()
+                        counted[key] = (int(once), int(per_iteration))
                     except (ValueError, KeyError, TypeError):
                         continue
         return counted
 
-    def extra(self, problem: SimulationProblem, assignments) -> np.ndarray:
+    def extra(self, assignments, simulated) -> np.ndarray:
         """For each placement (a device index per op), how many more messages the runtime
-        sends than the simulator's transfers between tasks (negative: fewer); 0 once Grappler
-        has failed on this graph (said once, as a warning: the simulator then goes without
-        the count). A fit asks for the same placements hundreds of times: those not counted
-        yet are counted first, under a progress bar."""
-        arrays = [np.asarray(a, np.int64) for a in assignments]
-        keys = [a.tobytes() for a in arrays]
-        missing = {k: a for k, a in zip(keys, arrays) if k not in self._extra}
+        sends than the simulator's transfers between tasks (`simulated`, each placement's
+        SimulationResult.task_transfers; negative: fewer); 0 once Grappler has failed on
+        this graph (said once, as a warning: the simulator then goes without the count).
+        Placements not counted yet are counted first, under a progress bar when many."""
+        missing = [a for a in assignments
+                   if np.asarray(a, np.int64).tobytes() not in self._counted]
         if missing and not self._failed:
             try:
-                pending = missing.items() if len(missing) < 8 else progress(
-                    missing.items(), desc="counting TensorFlow's messages", unit="placement",
-                    leave=False)
-                for key, array in pending:
-                    self._extra[key] = self.count(array) - simulated_messages(problem, array)
+                for assignment in missing if len(missing) < 8 else progress(
+                        missing, desc="counting TensorFlow's messages", unit="placement",
+                        leave=False):
+                    self.count(assignment)
             except Exception as exc:  # noqa: BLE001 -- a refinement: never worth a failure
                 self._failed = True
                 log.warning("could not count TensorFlow's messages between tasks (%s); the "
                             "simulator goes without them", exc)
-        return np.array([self._extra.get(k, 0) for k in keys])
+        if self._failed:
+            return np.zeros(len(assignments))
+        return np.array([self.count(a) for a in assignments]) - np.asarray(simulated)
 
     def _feeds(self) -> set:
         return {self.graph.ops[i].name for i in self.graph.feed_ops}
@@ -240,17 +243,3 @@ def loop_frames(graph_def) -> dict:
             if waiting[consumer] == 0:
                 ready.append(consumer)
     return frame
-
-
-def simulated_messages(problem: SimulationProblem, assignment: np.ndarray) -> int:
-    """The simulator's transfers between tasks in one step of `assignment`: each tensor once
-    per other task that reads it, each feed placed outside the session's task, each fetched
-    tensor made outside it (engine.py's rules)."""
-    device_task = np.asarray(problem.device_task)
-    home, task = device_task[0], device_task[assignment]
-    producer_task = task[problem.tensor_producer]
-    reads = {(int(t), int(task[c])) for t, c in zip(problem.edge_tensor, problem.edge_consumer)
-             if task[c] != producer_task[t]}
-    feeds = int(np.sum(task[problem.feed_ops] != home))
-    fetches = int(np.sum(producer_task[problem.fetch_tensors] != home))
-    return len(reads) + feeds + fetches

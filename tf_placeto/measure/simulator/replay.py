@@ -20,6 +20,7 @@ class SimulationResult:
     peak_memory_bytes: np.ndarray  # (n_devices,)
     feasible: bool                 # every peak <= capacity
     memory_excess_bytes: float     # sum over devices of max(0, peak - capacity)
+    task_transfers: int = 0        # transfers between tasks: the messages the step sends
     # When asked: kind ('op'|'transfer'|'copy'|'task': a remote task's per-step cost), name,
     # device (transfers: "src->dst"), start_us, end_us, bytes; ordered by start.
     schedule: Optional[pd.DataFrame] = None
@@ -58,7 +59,9 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
                               peak_memory_bytes=peak.astype(np.int64),
                               feasible=bool(np.all(excess == 0)),
                               memory_excess_bytes=float(excess.sum()), op_start_us=op_start,
-                              op_end_us=op_end)
+                              op_end_us=op_end, task_transfers=int(np.sum(
+                                  problem.device_task[transfer_src]
+                                  != problem.device_task[transfer_dst])))
     if schedule:
         result.schedule = schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
                                          transfer_src, transfer_dst, transfer_start,
