@@ -7,8 +7,9 @@ import pytest
 from tests.helpers import build_problem, grouped_example
 from tf_placeto import methods
 from tf_placeto.errors import InputError
+from tf_placeto.measure.calibration import Calibration
 from tf_placeto.measure.simulator.stream import simulate_stream
-from tf_placeto.placers.problem import objective_and_in_flight
+from tf_placeto.placers.problem import PlacementProblem, objective_and_in_flight
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,20 @@ def test_an_edge_carries_the_remote_extra_of_the_ops_that_read_across_it(problem
     assert slow.crossing_us(0.0, slow.edge_extra_us, 0, 0).max() == 0.0
     assert np.allclose(slow.crossing_us(slow.edge_bytes, slow.edge_extra_us, 0, 1),
                        problem.crossing_us(problem.edge_bytes, 0.0, 0, 1) + slow.edge_extra_us)
+
+
+def test_a_message_between_tasks_is_part_of_a_crossings_time_there_only(problem):
+    """The calibration's cost per message between tasks lengthens each crossing between
+    devices of different tasks (the list schedulers' view of it), not within one task."""
+    simulation = Calibration(message_us=700.0).apply(problem.simulation,
+                                                     np.ones(problem.simulation.n_ops))
+    one_task = PlacementProblem.from_simulation(problem.groups, simulation)
+    assert (one_task.latency_us == problem.latency_us).all()
+    simulation.device_task = np.array([0, 1])
+    two_tasks = PlacementProblem.from_simulation(problem.groups, simulation)
+    assert two_tasks.latency_us[0, 1] == pytest.approx(problem.latency_us[0, 1] + 700.0)
+    assert two_tasks.latency_us[1, 0] == pytest.approx(problem.latency_us[1, 0] + 700.0)
+    assert two_tasks.latency_us[0, 0] == 0.0
 
 
 def test_interchangeable_devices_are_renamed_by_first_use():

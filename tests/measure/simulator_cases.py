@@ -8,7 +8,8 @@ from tf_placeto.measure.simulator import SimulationProblem, link_matrix
 def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0.0,
                  bandwidth=np.inf, persistent=None, capacity=None, overhead=0.0,
                  device_type_of=None, copy_share=0.0, remote_extra=None, copy_us=0.0,
-                 device_task=None, remote_task_us=0.0, feed_ops=None, fetch_tensors=None):
+                 device_task=None, remote_task_us=0.0, feed_ops=None, fetch_tensors=None,
+                 task_message_us=0.0):
     """tensors: [(producer, bytes)]; edges: [(tensor, consumer)]; control: [(src, dst)]."""
     costs = np.asarray(costs, dtype=np.float64)
     tensors = np.asarray(tensors, dtype=np.int64).reshape(-1, 2)
@@ -29,7 +30,7 @@ def make_problem(costs, tensors=(), edges=(), control=(), n_devices=1, latency=0
         op_overhead_us=overhead, link_copy_share=link_matrix(copy_share, n_devices, diagonal=0.0),
         remote_extra_us=remote_extra, link_copy_us=link_matrix(copy_us, n_devices, diagonal=0.0),
         device_task=device_task, remote_task_us=remote_task_us, feed_ops=feed_ops,
-        fetch_tensors=fetch_tensors)
+        fetch_tensors=fetch_tensors, task_message_us=task_message_us)
 
 
 def chain(costs, nbytes=0, **kwargs):

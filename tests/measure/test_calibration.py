@@ -38,6 +38,9 @@ def test_each_parameter_acts_where_its_mechanism_does():
     assert simulate(task, apart).step_time_us == pytest.approx(1000.0 + 10 + 15 + 20)
     copies = Calibration(copy_us=7.0).apply(problem, np.ones(2))
     assert simulate(copies, apart).step_time_us == pytest.approx(10 + 7 + 15 + 7 + 20)
+    messages = Calibration(message_us=40.0).apply(problem, np.ones(2))
+    assert simulate(messages, together).step_time_us == pytest.approx(30.0)
+    assert simulate(messages, apart).step_time_us == pytest.approx(10 + 15 + 20 + 40)
     link = Calibration(latency_us=50.0, bytes_per_us=10.0, copy_share=0.0).apply(problem,
                                                                                 np.ones(2))
     assert simulate(link, apart).step_time_us == pytest.approx(10 + 50 + 100 + 20)

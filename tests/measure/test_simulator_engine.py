@@ -175,6 +175,27 @@ def test_each_task_besides_the_sessions_own_costs_its_step_overhead():
     assert simulate(problem, np.array([2, 3])).step_time_us == pytest.approx(106.0)
 
 
+def test_each_transfer_between_tasks_costs_a_message():
+    """Devices 0 and 1 are in task 0, device 2 in task 1; op0's tensor goes to op1 and op2.
+    Only the transfer to another task pays task_message_us; the schedule shows it last."""
+    shape = dict(tensors=[(0, 8)], edges=[(0, 1), (0, 2)], n_devices=3,
+                 device_task=np.array([0, 0, 1]))
+    problem = make_problem([4.0, 6.0, 5.0], task_message_us=50.0, **shape)
+    problem_free = make_problem([4.0, 6.0, 5.0], **shape)
+    for placement, messages in (([0, 1, 1], 0), ([0, 1, 2], 1), ([2, 0, 1], 2)):
+        placement = np.array(placement)
+        result = simulate(problem, placement, schedule=True)
+        assert result.task_transfers == messages
+        assert result.step_time_us == pytest.approx(
+            simulate(problem_free, placement).step_time_us + 50.0 * messages)
+        rows = result.schedule[result.schedule.kind == "task"]
+        assert len(rows) == (messages > 0)
+        if messages:
+            assert rows.end_us.iloc[-1] == pytest.approx(result.step_time_us)
+    with pytest.raises(ValueError, match="task_message_us"):
+        make_problem([1.0], tensors=[], task_message_us=-1.0)
+
+
 def test_an_op_reading_a_remote_input_takes_its_remote_extra():
     """op1 reads op0's tensor; op2 reads op1's. Only an op whose input travels pays its extra."""
     problem = chain([10.0, 20.0, 30.0], nbytes=0, n_devices=2, remote_extra=[100.0, 7.0, 1000.0])

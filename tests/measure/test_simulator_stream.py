@@ -14,6 +14,7 @@ def test_one_step_in_flight_is_the_one_step_simulation_over_and_over(seed):
     problem = random_dag(rng)
     problem.device_task = np.array([0, 1, 1])
     problem.remote_task_us = 40.0
+    problem.task_message_us = 7.0
     placement = rng.integers(0, 3, problem.n_ops)
     step = simulate(problem, placement).step_time_us
     stream = simulate_stream(problem, placement, in_flight=1, steps=6)

@@ -10,20 +10,22 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
   runs the step) that runs part of it: a RunGraph call, its partition's executor started and
   waited for, feeds and fetches relayed;
 - `copy_us`: per tensor that crosses devices, processor time at its sender and again at its
-  receiver (the rendezvous, the RecvTensor call, gRPC's serialization on one-core workers);
+  receiver, competing with their ops (gRPC's serialization on one-core workers);
 - `latency_us`, `bytes_per_us`, `copy_share`: the wire, and the part of bytes / bandwidth that
   each end's processor spends copying;
 - `iteration_us`: an op that runs k times per step (a loop) pays k times this for each of its
   inputs made on another device: TensorFlow keeps each input's loop state (Enter, Merge,
   Switch, NextIteration) beside the op that made it and runs the body where the loop op is,
   so every iteration sends each such input across and back;
-- `message_us`: per step, each message between tasks that TensorFlow's rewritten graph sends
-  beyond the simulator's own transfers (an inlined call's control edges, grouped control
-  edges, a loop's messages and its condition in every iteration; fewer where Grappler drops
-  a crossing identity), counted by Grappler run offline on the placed graph
-  (tf_placeto.measure.messages). It is not part of the simulation problem:
-  the count costs a Grappler run per placement, so the measurer's evaluation and the fit add
-  it, and the placers' searches go without it.
+- `message_us`: per step, each message between tasks (the rendezvous, the RecvTensor call):
+  the simulator's `task_message_us` per transfer between tasks, so the placers' searches pay
+  it; where TensorFlow's own count is made (the measurer's evaluation and the fit: a Grappler
+  run per placement, on the placed graph, tf_placeto.measure.messages), the messages that
+  its rewritten graph sends beyond the simulator's transfers pay it too (an inlined call's
+  control edges, grouped control edges, a loop's messages and its condition in every
+  iteration; fewer where Grappler drops a crossing identity). Every message costs the same,
+  whichever counted it: fitted so, the simulator ranks real placements more steadily than
+  when only the count's surplus paid it (version 4; BUILD.md).
 None for a link parameter keeps the profile's measurement.
 """
 
@@ -42,8 +44,9 @@ from tf_placeto.measure.simulator import SimulationProblem
 
 CALIBRATION_FILE = "calibration.json"
 # a calibration of another version is refitted from the logged runs (version 2: message_us;
-# 3 and 4: a loop's messages counted once per iteration, its condition once per task)
-CALIBRATION_VERSION = 4
+# 3 and 4: a loop's messages counted once per iteration, its condition once per task; 5:
+# message_us paid by the simulator's transfers between tasks too)
+CALIBRATION_VERSION = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Calibration:
                 setattr(calibrated, name, matrix)
         calibrated.link_copy_us = np.where(off, self.copy_us, 0.0)
         calibrated.remote_task_us = self.remote_task_us
+        calibrated.task_message_us = self.message_us
         return calibrated
 
     def describe(self) -> str:
@@ -93,8 +97,7 @@ class Calibration:
         if self.iteration_us:
             parts.append(f"{self.iteration_us:.0f} us per loop iteration across tasks")
         if self.message_us:
-            parts.append(f"{self.message_us:.0f} us per message of TensorFlow's beyond the "
-                         "simulator's")
+            parts.append(f"{self.message_us:.0f} us per message between tasks")
         return "; ".join(parts)
 
     def to_json(self) -> dict:

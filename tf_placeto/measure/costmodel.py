@@ -229,7 +229,7 @@ class CostModel:
             ops = ops.drop(columns="remote_extra_us", errors="ignore")
             if calibration is not None:
                 calibration = dataclasses.replace(calibration, remote_task_us=0.0, copy_us=0.0,
-                                                  iteration_us=0.0)
+                                                  iteration_us=0.0, message_us=0.0)
         if link is None and count > 1:
             link = Link(float(self.links["latency_us"].median()),
                         float(self.links["bytes_per_us"].median()),

@@ -82,6 +82,7 @@ class PlacementProblem:
     feedback_dst: np.ndarray
     feedback_bytes: np.ndarray
     latency_us: np.ndarray        # (n_devices, n_devices), diagonal 0; with each end's fixed copy
+    #                               and, between tasks, a message's cost (task_message_us)
     bytes_per_us: np.ndarray      # (n_devices, n_devices), diagonal inf
     capacity_bytes: np.ndarray    # (n_devices,), inf: unlimited
     simulation: simulator.SimulationProblem     # the op-level problem
@@ -148,7 +149,8 @@ class PlacementProblem:
             feedback_src=np.array([a for (a, _), _ in backward], np.int64),
             feedback_dst=np.array([b for (_, b), _ in backward], np.int64),
             feedback_bytes=np.array([n for _, n in backward], np.float64),
-            latency_us=simulation.link_latency_us + 2 * simulation.link_copy_us,
+            latency_us=(simulation.link_latency_us + 2 * simulation.link_copy_us
+                        + simulation.task_message_us * _between_tasks(simulation)),
             bytes_per_us=simulation.link_bytes_per_us,
             capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
             simulation=simulation, single_device_peak_bytes=peak,
@@ -328,6 +330,12 @@ class PlacementProblem:
         """Modelled memory per device under a decision."""
         return np.bincount(np.asarray(group_devices, np.int64), weights=self.memory_bytes,
                            minlength=self.n_devices)
+
+
+def _between_tasks(simulation) -> np.ndarray:
+    """(n_devices, n_devices): 1 where the two devices are in different tasks."""
+    task = simulation.device_task
+    return (task[:, None] != task[None, :]).astype(np.float64)
 
 
 def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:

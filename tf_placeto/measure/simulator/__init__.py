@@ -17,10 +17,13 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   sender's queue before the wire and another on the receiver's queue after it, and the wire
   takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
   but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
-  each copy task also takes a fixed `link_copy_us` per tensor (the rendezvous and the
-  RecvTensor call, at the sender and at the receiver);
+  each copy task also takes a fixed `link_copy_us` per tensor (processor time at the sender
+  and at the receiver);
 - each task (process) other than task 0, whose master runs the session, that runs part of
-  the step adds `remote_task_us` to it: a RunGraph call and its partition's executor;
+  the step adds `remote_task_us` to it: a RunGraph call and its partition's executor; each
+  transfer between tasks adds `task_message_us`: a message's rendezvous and RecvTensor call
+  beyond its wire time (on one-core workers, processor time the step waits for however
+  it overlaps);
 - an op with an input from another device takes `remote_extra_us` more: some kernels are
   slower when their inputs travel (oneDNN's MaxPoolGrad loses the workspace its forward op
   left on its own device and recomputes it);
@@ -37,7 +40,8 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   allocated at its transfer's start and freed when its last consumer on that device ends;
 - devices may be of different types, with a cost column per type;
 - the step ends when the last op or transfer ends, plus `remote_task_us` per remote task
-  (in the schedule as rows of kind "task" after its last op or transfer).
+  and `task_message_us` per transfer between tasks (in the schedule as rows of kind "task"
+  after its last op or transfer).
 
 What splitting really costs on a runtime (those parameters, and op times scaled) is fitted to
 real runs of placements: tf_placeto.measure.calibration and fitting.

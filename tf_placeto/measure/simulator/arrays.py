@@ -46,6 +46,8 @@ class SimulationProblem:
     #                                               each copy task, at the sender and receiver
     device_task: Optional[np.ndarray] = None      # int64 (n_devices,): the process of each device
     remote_task_us: float = 0.0    # per step, per task other than task 0 (the session's) used
+    task_message_us: float = 0.0   # per step, per transfer between tasks: a message's cost
+    #                                beyond its wire time (the rendezvous, its RecvTensor call)
     feed_ops: Optional[np.ndarray] = None       # int64: ops whose outputs the session feeds;
     #                                             placed outside device 0's task, they first
     #                                             receive their tensor from device 0
@@ -81,6 +83,7 @@ class SimulationProblem:
             self.device_task = np.zeros(len(self.device_names), dtype=np.int64)
         self.device_task = np.asarray(self.device_task, dtype=np.int64).reshape(-1)
         self.remote_task_us = float(self.remote_task_us)
+        self.task_message_us = float(self.task_message_us)
         self.feed_ops = np.asarray([] if self.feed_ops is None else self.feed_ops,
                                    dtype=np.int64).reshape(-1)
         self.fetch_tensors = np.asarray([] if self.fetch_tensors is None else self.fetch_tensors,
@@ -196,6 +199,7 @@ class SimulationProblem:
              "link copy times must be an (n_devices, n_devices) matrix >= 0"),
             (self.device_task.shape == (n_devices,), "device_task needs one entry per device"),
             (self.remote_task_us >= 0, "remote_task_us must be >= 0"),
+            (self.task_message_us >= 0, "task_message_us must be >= 0"),
             (np.all((self.feed_ops >= 0) & (self.feed_ops < n_ops)), "feed_ops must name ops"),
             (np.all((self.fetch_tensors >= 0) & (self.fetch_tensors < n_tensors)),
              "fetch_tensors must name tensors"),

@@ -21,8 +21,9 @@ class SimulationResult:
     feasible: bool                 # every peak <= capacity
     memory_excess_bytes: float     # sum over devices of max(0, peak - capacity)
     task_transfers: int = 0        # transfers between tasks: the messages the step sends
-    # When asked: kind ('op'|'transfer'|'copy'|'task': a remote task's per-step cost), name,
-    # device (transfers: "src->dst"), start_us, end_us, bytes; ordered by start.
+    # When asked: kind ('op'|'transfer'|'copy'|'task': a remote task's per-step cost, or the
+    # messages'), name, device (transfers: "src->dst"), start_us, end_us, bytes; ordered by
+    # start.
     schedule: Optional[pd.DataFrame] = None
     op_start_us: Optional[np.ndarray] = None    # (n_ops,): when each op started
     op_end_us: Optional[np.ndarray] = None      # (n_ops,): when each op ended
@@ -51,21 +52,21 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
         problem.fetched)
     last_end = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
                    copy_end.max(initial=0.0))
-    step = last_end
-    if problem.remote_task_us:        # the other tasks' RunGraph calls: after the schedule
-        step += problem.remote_task_us * len(remote_tasks(problem, placement))
+    messages = int(np.sum(problem.device_task[transfer_src] != problem.device_task[transfer_dst]))
+    # after the schedule: the other tasks' RunGraph calls, and the messages between tasks
+    tasks_us = (problem.remote_task_us * len(remote_tasks(problem, placement))
+                if problem.remote_task_us else 0.0)
+    step = last_end + tasks_us + problem.task_message_us * messages
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),
                               feasible=bool(np.all(excess == 0)),
                               memory_excess_bytes=float(excess.sum()), op_start_us=op_start,
-                              op_end_us=op_end, task_transfers=int(np.sum(
-                                  problem.device_task[transfer_src]
-                                  != problem.device_task[transfer_dst])))
+                              op_end_us=op_end, task_transfers=messages)
     if schedule:
         result.schedule = schedule_frame(problem, placement, op_start, op_end, transfer_tensor,
                                          transfer_src, transfer_dst, transfer_start,
-                                         transfer_end, copy_start, copy_end, last_end)
+                                         transfer_end, copy_start, copy_end, last_end, messages)
     return result
 
 

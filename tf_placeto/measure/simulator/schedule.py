@@ -7,9 +7,11 @@ import pandas as pd
 
 
 def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transfer_src,
-                   transfer_dst, transfer_start, transfer_end, copy_start, copy_end, last_end_us):
+                   transfer_dst, transfer_start, transfer_end, copy_start, copy_end, last_end_us,
+                   task_messages: int = 0):
     """Ops and copy tasks on their devices, transfers on their links ("src->dst"), and
-    after them each remote task's fitted per-step cost (kind "task", on its first device)."""
+    after them each remote task's fitted per-step cost and the `task_messages` messages'
+    (kind "task", on the task's first device; the messages on device 0)."""
     op_bytes = np.bincount(problem.tensor_producer, weights=problem.tensor_bytes,
                            minlength=problem.n_ops).astype(np.int64)
     names = np.asarray(problem.device_names, dtype=object)
@@ -31,20 +33,30 @@ def schedule_frame(problem, placement, op_start, op_end, transfer_tensor, transf
         "start_us": np.concatenate([copy_start[0::2][copied], copy_start[1::2][copied]]),
         "end_us": np.concatenate([copy_end[0::2][copied], copy_end[1::2][copied]]),
         "bytes": np.concatenate([nbytes[copied], nbytes[copied]])})
-    tasks = _remote_task_rows(problem, placement, last_end_us, names)
+    tasks = _remote_task_rows(problem, placement, last_end_us, names, task_messages)
     frame = pd.concat([ops, transfers, copies, tasks], ignore_index=True)
     return frame.sort_values(["start_us", "end_us"], kind="stable", ignore_index=True)
 
 
-def _remote_task_rows(problem, placement, last_end_us: float, names) -> pd.DataFrame:
-    """The step's calibrated cost per task besides task 0 that runs part of it (replay adds it
-    after the last op or transfer), one after the other as the step time counts them."""
+def _remote_task_rows(problem, placement, last_end_us: float, names,
+                      task_messages: int) -> pd.DataFrame:
+    """The step's calibrated cost per task besides task 0 that runs part of it, then its
+    messages' between tasks (replay adds them after the last op or transfer), one after the
+    other as the step time counts them."""
     remote = remote_tasks(problem, placement) if problem.remote_task_us else []
     starts = last_end_us + problem.remote_task_us * np.arange(len(remote))
-    return pd.DataFrame({
+    rows = pd.DataFrame({
         "kind": "task", "name": [f"task {task}: RunGraph and its partition" for task in remote],
         "device": [names[np.flatnonzero(problem.device_task == task)[0]] for task in remote],
         "start_us": starts, "end_us": starts + problem.remote_task_us, "bytes": 0})
+    if not (problem.task_message_us and task_messages):
+        return rows
+    start = last_end_us + problem.remote_task_us * len(remote)
+    return pd.concat([rows, pd.DataFrame({
+        "kind": ["task"], "name": [f"{task_messages} messages between tasks"],
+        "device": [names[0]], "start_us": [start],
+        "end_us": [start + problem.task_message_us * task_messages], "bytes": [0]})],
+        ignore_index=True)
 
 
 def remote_tasks(problem, placement) -> np.ndarray:

@@ -8,7 +8,8 @@ The stream is the step's graph unrolled `steps` times and replayed by the one-st
 devices and links are shared, FIFO, exactly as within a step:
 - each step ends with a step-end op on a device of its own (the session's), which waits for
   every op of the step with no successors and takes the step's remote-task cost
-  (`remote_task_us` per task other than the session's: their RunGraph calls). A step's
+  (`remote_task_us` per task other than the session's: their RunGraph calls) and its
+  messages' (`task_message_us` per transfer between tasks). A step's
   latency runs from its start to its step-end op's end;
 - step k + K starts when step k has ended: each op of the later step with no predecessors
   waits for step k's step-end op;
@@ -94,8 +95,10 @@ class Stream:
         problem, steps, in_flight = self.problem, self.steps, self.in_flight
         placement = np.asarray(placement, dtype=np.int64)
         step_ends = slice(steps * problem.n_ops, None)
+        messages = simulate(problem, placement).task_transfers if problem.task_message_us else 0
         self.unrolled.compute_us[step_ends, -1] = (
-            problem.remote_task_us * len(remote_tasks(problem, placement)))
+            problem.remote_task_us * len(remote_tasks(problem, placement))
+            + problem.task_message_us * messages)
         result = simulate(self.unrolled, np.concatenate([np.tile(placement, steps),
                                                          np.full(steps, problem.n_devices)]))
         step_end = result.op_end_us[step_ends]
@@ -182,7 +185,7 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
         memory_capacity=np.append(problem.memory_capacity, np.inf),
         link_copy_share=_padded(problem.link_copy_share, 0.0),
         link_copy_us=_padded(problem.link_copy_us, 0.0),
-        device_task=np.append(problem.device_task, 0), remote_task_us=0.0,
+        device_task=np.append(problem.device_task, 0), remote_task_us=0.0, task_message_us=0.0,
         feed_ops=(problem.feed_ops + op_offset).ravel(),
         fetch_tensors=(problem.fetch_tensors + tensor_offset).ravel())
 
