@@ -39,8 +39,13 @@ log = logging.getLogger(__name__)
 
 LABELS = ("as written", "placed")
 # The placements `run` measures for real beside the graph as written: the best few by
-# simulation, each from a different placer, so that one mispredicted placer cannot lose it all.
+# simulation, each from a different placer, so that one mispredicted placer cannot lose it all;
+# then, up to MAX_MEASURED_CANDIDATES, those the simulator cannot tell from the best: simulated
+# within SIMULATOR_ERROR of it, the median error the calibrated simulator is held to on split
+# placements (BUILD.md, "The calibrated simulator").
 MEASURED_CANDIDATES = 3
+MAX_MEASURED_CANDIDATES = 5
+SIMULATOR_ERROR = 0.15
 MEASURE_BUDGET_S = 60.0
 
 
@@ -115,8 +120,10 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     placed = [(decision, Placement(problem.placement(decision.group_devices)))
               for decision in _distinct(decided.candidates or [decided])]
     changing = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
-    candidates = [decision for decision, _ in changing[:MEASURED_CANDIDATES]]
-    placements = [placement for _, placement in changing[:MEASURED_CANDIDATES]]
+    chosen = _to_measure(changing, [problem.evaluate(decision.group_devices).us_per_step
+                                    for decision, _ in changing[:MAX_MEASURED_CANDIDATES]])
+    candidates = [decision for decision, _ in chosen]
+    placements = [placement for _, placement in chosen]
     # without a measurement, the best simulated decision is written; where it is the graph
     # as written (method auto found nothing faster), a worse one that changes something is not
     best_changes = bool(changing) and changing[0][0] is placed[0][0]
@@ -172,6 +179,16 @@ def _record(workload: Workload, runtime: Runtime, placements: list, results: lis
     """Log real results for the simulator's fit (tf_placeto.measure.fitting)."""
     fitting.record(workload.profile_dir, workload.graph,
                    DeviceSet.from_strings(runtime.device_names), placements, results, "place")
+
+
+def _to_measure(ranked: list, simulated_us: list) -> list:
+    """Of `ranked` (best simulated first), the first MEASURED_CANDIDATES, and after them,
+    up to MAX_MEASURED_CANDIDATES in all, those whose `simulated_us` (of the first
+    MAX_MEASURED_CANDIDATES) lie within SIMULATOR_ERROR of the best: on the branches model a
+    split simulated 10% slower than the best ran 15% faster (BUILD.md, "Real wins")."""
+    best = min(simulated_us, default=0.0)
+    return [item for k, (item, step) in enumerate(zip(ranked, simulated_us))
+            if k < MEASURED_CANDIDATES or step <= best * (1 + SIMULATOR_ERROR)]
 
 
 def _changes_something(workload: Workload, problem: PlacementProblem,
