@@ -44,12 +44,16 @@ def test_three_rounds_all_faster_are_not_enough_to_write():
 
 def test_beyond_the_best_three_those_simulated_near_the_best_are_measured_too():
     """The simulator cannot tell apart steps within its error: up to five candidates are
-    measured where the fourth and fifth are simulated within 15% of the best."""
+    measured where the fourth and fifth are simulated within 15% of the best, never one
+    simulated over a device's memory beyond the first three."""
     ranked = list("abcdef")
     assert pipeline._to_measure(ranked[:2], [100.0, 300.0]) == ["a", "b"]
     assert pipeline._to_measure(ranked, [100.0, 130.0, 200.0, 114.0, 116.0]) == list("abcd")
     assert pipeline._to_measure(ranked, [100.0, 101.0, 102.0, 103.0, 104.0]) == list("abcde")
     assert pipeline._to_measure(ranked, [100.0, 150.0, 160.0, 170.0, 180.0]) == list("abc")
+    over_memory = [np.inf] * 5
+    assert pipeline._to_measure(ranked, [100.0, 101.0, 102.0, np.inf, 103.0]) == list("abce")
+    assert pipeline._to_measure(ranked, over_memory) == list("abc")
     assert pipeline._to_measure([], []) == []
 
 

@@ -120,8 +120,9 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     placed = [(decision, Placement(problem.placement(decision.group_devices)))
               for decision in _distinct(decided.candidates or [decided])]
     changing = [pair for pair in placed if _changes_something(workload, problem, pair[1])]
-    chosen = _to_measure(changing, [problem.evaluate(decision.group_devices).us_per_step
-                                    for decision, _ in changing[:MAX_MEASURED_CANDIDATES]])
+    evaluated = [problem.evaluate(decision.group_devices)
+                 for decision, _ in changing[:MAX_MEASURED_CANDIDATES]]
+    chosen = _to_measure(changing, [e.us_per_step if e.feasible else np.inf for e in evaluated])
     candidates = [decision for decision, _ in chosen]
     placements = [placement for _, placement in chosen]
     # without a measurement, the best simulated decision is written; where it is the graph
@@ -184,11 +185,13 @@ def _record(workload: Workload, runtime: Runtime, placements: list, results: lis
 def _to_measure(ranked: list, simulated_us: list) -> list:
     """Of `ranked` (best simulated first), the first MEASURED_CANDIDATES, and after them,
     up to MAX_MEASURED_CANDIDATES in all, those whose `simulated_us` (of the first
-    MAX_MEASURED_CANDIDATES) lie within SIMULATOR_ERROR of the best: on the branches model a
-    split simulated 10% slower than the best ran 15% faster (BUILD.md, "Real wins")."""
-    best = min(simulated_us, default=0.0)
+    MAX_MEASURED_CANDIDATES; inf: over a device's memory, never added) lie within
+    SIMULATOR_ERROR of the best: on the branches model a split simulated 10% slower than the
+    best ran 15% faster (BUILD.md, "Real wins")."""
+    best = min(simulated_us, default=np.inf)
     return [item for k, (item, step) in enumerate(zip(ranked, simulated_us))
-            if k < MEASURED_CANDIDATES or step <= best * (1 + SIMULATOR_ERROR)]
+            if k < MEASURED_CANDIDATES
+            or (np.isfinite(step) and step <= best * (1 + SIMULATOR_ERROR))]
 
 
 def _changes_something(workload: Workload, problem: PlacementProblem,
