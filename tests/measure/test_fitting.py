@@ -177,6 +177,28 @@ def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(tmp_path
     assert calibration.quality["folds"] == fitting.FOLDS
 
 
+def test_a_first_fit_from_logged_runs_measures_its_held_out_figures_once(graph, tmp_path):
+    """A profile without a fit (or whose fit a new version dropped) refits from its logged
+    runs as it loads, with held-out figures; a later refit on more runs keeps them."""
+    model = cluster_cost_model(graph)
+    devices = tp.DeviceSet.from_strings(WORKERS)
+    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
+    chosen = [p for _, p in fitting.calibration_placements(groupings, WORKERS, count=12, seed=0)]
+    model.calibration = Calibration(compute_scale=1.5, remote_task_us=2000.0)
+    runs = SimulatedMeasurer.from_profile(graph, model, devices).evaluate(chosen)
+    model.calibration = None
+    for placement, run in zip(chosen, runs):
+        run.simulated = False
+        fitting.record(str(tmp_path), graph, devices, [placement], [run], "measure")
+    first = fitting.refresh(graph, model, devices, str(tmp_path))
+    assert first.quality["runs"] == len(chosen) >= fitting.MIN_HELD_OUT
+    assert (first.quality["calibrated"]["median_error"]
+            < first.quality["uncalibrated"]["median_error"] / 2)
+    fitting.record(str(tmp_path), graph, devices, chosen[:1], runs[:1], "measure")
+    second = fitting.refresh(graph, model, devices, str(tmp_path))
+    assert second.observations == len(chosen) + 1 and second.quality == first.quality
+
+
 def test_every_real_measurement_is_logged_for_the_next_fit(mlp_model, graph, tmp_path):
     """`measure` appends its real runs beside the graph's profile on those devices, where the
     next load of the profile refits on them."""

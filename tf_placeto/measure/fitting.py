@@ -317,8 +317,11 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     """Refit when the log holds runs the calibration has not seen (or `force`), store the fit
     beside the profile and set it on `cost_model`; the calibration in use either way.
 
-    The held-out check (several fits more) runs only when forced, as `calibrate` does: a
-    refit on a command's way in keeps the quality last measured, whose `runs` says on what."""
+    The held-out check (several fits more: half a minute on the Inception-V3 training step)
+    runs when forced, as `calibrate` does, and when the calibration has no figures yet (a
+    first fit from logged runs, or one after a new version dropped the stored fit); any
+    other refit on a command's way in keeps the quality last measured, whose `runs` says on
+    what."""
     logged = read(directory, len(graph.ops))
     current = cost_model.calibration
     if len(logged) < MIN_OBSERVATIONS or (
@@ -328,7 +331,8 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     log.info(f"fitting the simulator to {len(observations)} real runs")
     predictor = _Predictor(graph, cost_model, devices, directory)
     calibration = _fit(predictor, observations, current, FIT_ITERATIONS)
-    checked = force and len(observations) >= MIN_HELD_OUT
+    measured = current is not None and bool(current.quality)
+    checked = (force or not measured) and len(observations) >= MIN_HELD_OUT
     quality = _held_out(predictor, observations) if checked else (
         current.quality if current is not None else {})
     calibration = dataclasses.replace(calibration, quality=quality, observations=len(logged))
