@@ -51,9 +51,8 @@ def test_beyond_the_best_three_those_simulated_near_the_best_are_measured_too():
     assert pipeline._to_measure(ranked, [100.0, 130.0, 200.0, 114.0, 116.0]) == list("abcd")
     assert pipeline._to_measure(ranked, [100.0, 101.0, 102.0, 103.0, 104.0]) == list("abcde")
     assert pipeline._to_measure(ranked, [100.0, 150.0, 160.0, 170.0, 180.0]) == list("abc")
-    over_memory = [np.inf] * 5
     assert pipeline._to_measure(ranked, [100.0, 101.0, 102.0, np.inf, 103.0]) == list("abce")
-    assert pipeline._to_measure(ranked, over_memory) == list("abc")
+    assert pipeline._to_measure(ranked, [np.inf] * 5) == list("abc")     # all over memory
     assert pipeline._to_measure([], []) == []
 
 

@@ -317,8 +317,8 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     """Refit when the log holds runs the calibration has not seen (or `force`), store the fit
     beside the profile and set it on `cost_model`; the calibration in use either way.
 
-    The held-out check (several fits more: half a minute on the Inception-V3 training step)
-    runs when forced, as `calibrate` does, and when the calibration has no figures yet (a
+    The held-out check (FOLDS fits more; one fit on 40 runs of the Inception-V3 training
+    step takes about 7 s) runs when forced, as `calibrate` does, and when the calibration has no figures yet (a
     first fit from logged runs, or one after a new version dropped the stored fit); any
     other refit on a command's way in keeps the quality last measured, whose `runs` says on
     what."""

@@ -3,9 +3,10 @@
 The simulator sends one message per tensor that crosses tasks in the graph as imported
 (SimulationResult.task_transfers). The runtime sends another set: before partitioning,
 Grappler inlines each function call (adding an input gate and identities on the caller's
-task, whose control edges cross wherever the body's ops are), drops identities and no-ops where that adds no crossing, groups control
-edges from one task into one message, and lowers loops into frames whose crossing edges,
-and whose condition, cross again in every iteration. On a graph of small ops each message
+task, whose control edges cross wherever the body's ops are), drops identities and no-ops
+where that adds no crossing, groups control edges from one task into one message, and
+lowers loops into frames whose crossing edges, and whose condition, cross again in every
+iteration. On a graph of small ops each message
 costs about as much as an op, so the count ranks placements where the simulator's transfers
 do not (BUILD.md, "The calibrated simulator"). `TaskMessages` asks Grappler itself: it runs
 TensorFlow's graph optimizer offline on the placed graph, over a virtual cluster of the
