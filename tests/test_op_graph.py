@@ -32,3 +32,22 @@ def test_dataframe_has_a_row_per_op():
     assert list(table["name"]) == [op.name for op in graph.ops]
     assert table.set_index("name").loc["d", "inputs"] == 2
     assert table.set_index("name").loc["a", "consumers"] == 2
+
+
+def test_ops_running_one_kernel_on_one_shape_share_a_signature():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(1.0, shape=[8, 8], name="x")
+        wide = tf.constant(1.0, shape=[8, 16], name="wide")
+        tf.matmul(x, x, name="first")
+        tf.matmul(x, x, name="second")
+        tf.matmul(x, x, transpose_a=True, name="transposed")
+        tf.matmul(x, wide, name="wider")
+        unknown = tf.compat.v1.placeholder(tf.float32, [None, 8], name="unknown")
+        tf.matmul(unknown, x, name="batch_unknown")
+    graph = tp.import_graph(g.as_graph_def())
+    signature = dict(zip((op.name for op in graph.ops), graph.kernel_signatures()))
+    assert signature["first"] == signature["second"]
+    assert signature["transposed"] != signature["first"]
+    assert signature["wider"] != signature["first"]
+    assert signature["batch_unknown"] is None

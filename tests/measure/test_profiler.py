@@ -5,10 +5,12 @@ import time
 
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 import tf_placeto as tp
 from tf_placeto.measure.profiler import (calibrate_links, profile, remote_input_ops,
-                                        remote_slowdowns, single_device_placement)
+                                        remote_slowdowns, same_kernel_means,
+                                        single_device_placement)
 from tf_placeto.measure.runtime import Runtime
 
 
@@ -39,6 +41,21 @@ def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path, caplog):
     pd.testing.assert_series_equal(second.model.ops["remote_extra_us"],
                                    first.model.ops["remote_extra_us"])
     assert any("found a profile in the cache" in m for m in caplog.messages)
+
+
+def test_identical_kernels_share_their_mean_time_and_the_total_stays():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(1.0, shape=[8, 8], name="x")
+        for name in ("a", "b", "c"):
+            tf.matmul(x, x, name=name)
+        tf.matmul(x, x, transpose_b=True, name="other")
+    graph = tp.import_graph(g.as_graph_def())
+    charged = {"a": 1.0, "b": 8.0, "c": 3.0, "other": 5.0, "x": 0.5, "_Recv_fused": 2.0}
+    pooled = same_kernel_means(graph, charged, {})
+    assert pooled == {"a": 4.0, "b": 4.0, "c": 4.0, "other": 5.0, "x": 0.5, "_Recv_fused": 2.0}
+    in_a_loop = same_kernel_means(graph, charged, {"c": 3})
+    assert in_a_loop["c"] == 3.0 and in_a_loop["a"] == in_a_loop["b"] == 4.5
 
 
 def test_single_device_placement_covers_every_op(graph, runtime):

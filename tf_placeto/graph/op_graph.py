@@ -196,6 +196,30 @@ class OpGraph:
             raise ValueError("the graph has a cycle")
         return order
 
+    def kernel_signatures(self) -> list:
+        """For each op, what decides its kernel's time: its type, its attributes other than
+        those TensorFlow adds itself (`_`-prefixed), and the dtypes and shapes of its inputs
+        in order and of its outputs; None where a shape is not fully known.
+
+        Ops with equal signatures run the same kernel on the same data sizes, so they should
+        cost the same (the profiler pools their traced times).
+        """
+        inputs = [[] for _ in self.ops]
+        for e in sorted(self.data_edges, key=lambda e: e.dst_slot):
+            inputs[e.dst].append(self.ops[e.src].outputs[e.src_slot])
+        signatures = []
+        for op, tensors in zip(self.ops, inputs):
+            tensors = tensors + op.outputs
+            if any(t.shape is None or None in t.shape for t in tensors):
+                signatures.append(None)
+                continue
+            attrs = tuple(sorted((key, value.SerializeToString(deterministic=True))
+                                 for key, value in op.node_def.attr.items()
+                                 if not key.startswith("_")))
+            signatures.append((op.type, attrs, len(op.outputs),
+                               tuple((t.dtype, tuple(t.shape)) for t in tensors)))
+        return signatures
+
     def to_dataframe(self):
         """One row per op: name, type, requested device, output bytes, in/out degree."""
         indeg = np.zeros(len(self.ops), dtype=np.int64)

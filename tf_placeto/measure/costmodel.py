@@ -1,6 +1,7 @@
 """The cost model: what one graph costs on one runtime, as measured, and its on-disk cache.
 
-Per op and device type: compute time (median over traced runs), output bytes, and what more it
+Per op and device type: compute time (median over traced runs, then the mean over the ops
+that run the same kernel on the same shapes), output bytes, and what more it
 takes when an input comes from another device (0 for most kernels). Per ordered
 device pair: transfer latency and bandwidth, fitted to timed transfers. Stored as CSV tables
 plus a JSON description (open formats, readable by pandas and by people; never pickle), in a
@@ -34,7 +35,7 @@ OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 OP_COLUMNS = ["op", "device_type", "compute_us", "output_bytes", "traced"]   # at least
 # Bump when profiling measures something new or differently: older cached profiles are redone.
-PROFILER_VERSION = 9   # 9: on clusters whose links were warmed first (measure/links.py)
+PROFILER_VERSION = 10  # 10: ops of one kernel signature share their mean traced time
 
 
 def graph_fingerprint(graph: OpGraph) -> str:
