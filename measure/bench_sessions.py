@@ -4,7 +4,7 @@ A script, not a test.
 
     python -m measure.bench_sessions [--model branches] [--placer heft] [--sessions 8]
                                      [--threads 1 8] [--links warm] [--clusters 1]
-                                     [--steps 10]
+                                     [--steps 10] [--trace]
 
 The model (measure/real_models.py) is profiled on local:2 (cached) and split by the placer.
 For each thread count T and each state of the links L, `--clusters` new clusters
@@ -14,7 +14,9 @@ by cluster. A "warm" cluster first exchanges bulk tensors between its tasks
 (tf_placeto.measure.links, as open_runtime does); a "cold" one starts timing at once.
 Printed: each session's median ms per step, split and as written, the split's ratio; then per
 setting how many split sessions ran no faster than 0.9x as written ("slow") and the ratios
-of each cluster's first session.
+of each cluster's first session. With `--trace`, each split session also runs one traced
+step, and the table says when each task started its first op that computed for at least
+WORK_US (ms after the step's first op): a task that waits for its inputs starts late.
 
 Two causes of slow sessions were found with it (BUILD.md). With one inter-op thread, a worker
 serves its peer's RecvTensor calls only after the ops it has queued, and whether the request
@@ -27,8 +29,26 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import statistics
 import sys
+
+WORK_US = 100.0   # --trace: an op that takes this long computes (receives and constants do not)
+
+
+def first_work_ms(run_metadata) -> dict:
+    """{"task N": ms from the traced step's first op to that task's first op of WORK_US or
+    more}."""
+    starts = {}
+    for dev_stats in run_metadata.step_stats.dev_stats:
+        task = "task " + re.search(r"/task:(\d+)", dev_stats.device)[1]
+        for node in dev_stats.node_stats:
+            took_us = (node.op_end_rel_nanos - node.op_start_rel_nanos) / 1e3
+            if node.all_start_nanos and took_us >= WORK_US:
+                starts.setdefault(task, []).append(node.all_start_nanos + node.op_start_rel_nanos)
+    first = min((n.all_start_nanos for d in run_metadata.step_stats.dev_stats
+                 for n in d.node_stats if n.all_start_nanos), default=0)
+    return {task: (min(times) - first) / 1e6 for task, times in sorted(starts.items())}
 
 
 def main(argv=None) -> int:
@@ -40,6 +60,8 @@ def main(argv=None) -> int:
     parser.add_argument("--links", nargs="+", default=["warm"], choices=["cold", "warm"])
     parser.add_argument("--clusters", type=int, default=1, help="new clusters per setting")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--trace", action="store_true",
+                        help="trace one step of each split session: when each task first computes")
     args = parser.parse_args(argv)
 
     import pandas as pd
@@ -66,17 +88,21 @@ def main(argv=None) -> int:
             for session in range(args.sessions):
                 say(f"{threads} inter-op threads, {links} links, cluster {cluster_index + 1}: "
                     f"session {session + 1} of {args.sessions}")
-                medians = {}
+                medians, traced = {}, {}
                 for label, placement in (("as written", None), ("split", split)):
                     with runner.session(runtime, placement, 600) as steps:
                         steps.step()
                         medians[label] = statistics.median(
                             steps.step() for _ in range(args.steps)) * 1e3
+                        if args.trace and placement is not None:
+                            traced = {f"{task} first work ms": ms for task, ms
+                                      in first_work_ms(steps.traced_step()).items()}
                 rows.append({"threads": threads, "links": links, "cluster": cluster_index + 1,
                              "session": session + 1,
                              "as written ms": medians["as written"],
                              "split ms": medians["split"],
-                             "split / as written": medians["split"] / medians["as written"]})
+                             "split / as written": medians["split"] / medians["as written"],
+                             **traced})
     table = pd.DataFrame(rows)
     print(f"{args.model}: {args.placer}'s split against the graph as written, new sessions on local:2")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
@@ -88,6 +114,9 @@ def main(argv=None) -> int:
               f"split {runs['split ms'].min():.1f}-{runs['split ms'].max():.1f} ms, as written "
               f"{runs['as written ms'].min():.1f}-{runs['as written ms'].max():.1f} ms; "
               f"first sessions " + " ".join(f"{r:.2f}" for r in firsts))
+        for column in (c for c in runs.columns if c.endswith("first work ms")):
+            print(f"  {column}: {runs[column].min():.1f} to {runs[column].max():.1f}, median "
+                  f"{runs[column].median():.1f}")
     return 0
 
 

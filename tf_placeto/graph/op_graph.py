@@ -196,6 +196,13 @@ class OpGraph:
             raise ValueError("the graph has a cycle")
         return order
 
+    def input_tensors(self) -> list:
+        """For each op, {input slot: TensorInfo} of the tensors it reads."""
+        inputs = [{} for _ in self.ops]
+        for e in self.data_edges:
+            inputs[e.dst][e.dst_slot] = self.ops[e.src].outputs[e.src_slot]
+        return inputs
+
     def kernel_signatures(self) -> list:
         """For each op, what decides its kernel's time: its type, its attributes other than
         those TensorFlow adds itself (`_`-prefixed), and the dtypes and shapes of its inputs
@@ -204,20 +211,17 @@ class OpGraph:
         Ops with equal signatures run the same kernel on the same data sizes, so they should
         cost the same (the profiler pools their traced times).
         """
-        inputs = [[] for _ in self.ops]
-        for e in sorted(self.data_edges, key=lambda e: e.dst_slot):
-            inputs[e.dst].append(self.ops[e.src].outputs[e.src_slot])
         signatures = []
-        for op, tensors in zip(self.ops, inputs):
-            tensors = tensors + op.outputs
-            if any(t.shape is None or None in t.shape for t in tensors):
+        for op, by_slot in zip(self.ops, self.input_tensors()):
+            inputs = [by_slot[slot] for slot in sorted(by_slot)]
+            if any(t.shape is None or None in t.shape for t in inputs + op.outputs):
                 signatures.append(None)
                 continue
             attrs = tuple(sorted((key, value.SerializeToString(deterministic=True))
                                  for key, value in op.node_def.attr.items()
                                  if not key.startswith("_")))
-            signatures.append((op.type, attrs, len(op.outputs),
-                               tuple((t.dtype, tuple(t.shape)) for t in tensors)))
+            signatures.append((op.type, attrs, tuple((t.dtype, t.shape) for t in inputs),
+                               tuple((t.dtype, t.shape) for t in op.outputs)))
         return signatures
 
     def to_dataframe(self):

@@ -27,9 +27,8 @@ _MATMUL = ("MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMu
 
 def estimate_work(graph: OpGraph) -> np.ndarray:
     """Estimated FLOPs (or elements written) per op; at least 1 each."""
-    input_shapes = [dict() for _ in graph.ops]
-    for e in graph.data_edges:
-        input_shapes[e.dst][e.dst_slot] = graph.ops[e.src].outputs[e.src_slot].shape
+    input_shapes = [{slot: tensor.shape for slot, tensor in inputs.items()}
+                    for inputs in graph.input_tensors()]
     work = np.ones(len(graph.ops), dtype=np.float64)
     for op in graph.ops:
         out_shape = op.outputs[0].shape if op.outputs else None

@@ -318,10 +318,10 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     beside the profile and set it on `cost_model`; the calibration in use either way.
 
     The held-out check (FOLDS fits more; one fit on 40 runs of the Inception-V3 training
-    step takes about 7 s) runs when forced, as `calibrate` does, and when the calibration has no figures yet (a
-    first fit from logged runs, or one after a new version dropped the stored fit); any
-    other refit on a command's way in keeps the quality last measured, whose `runs` says on
-    what."""
+    step takes about 7 s) runs when forced, as `calibrate` does, and when the calibration
+    has no figures yet (a first fit from logged runs, or one after a new version dropped the
+    stored fit); any other refit on a command's way in keeps the quality last measured,
+    whose `runs` says on what."""
     logged = read(directory, len(graph.ops))
     current = cost_model.calibration
     if len(logged) < MIN_OBSERVATIONS or (

@@ -185,7 +185,7 @@ def same_kernel_means(graph: OpGraph, times: dict, executions: dict) -> dict:
 
     Ops that overlap on a worker's core are each charged 1/k of the shared time
     (step_stats.busy_shares_us), but the OS does not share the core evenly: the 16 identical
-    matmuls of the branches model were charged 0.6 ms to 8.4 ms, and the simulator ranked its
+    matmuls of the branches model were charged 0.6 ms to 8.5 ms, and the simulator ranked its
     split placements by that noise. The mean keeps each device's total.
     """
     same_kernel = collections.defaultdict(list)

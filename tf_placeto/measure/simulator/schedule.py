@@ -44,19 +44,17 @@ def _remote_task_rows(problem, placement, last_end_us: float, names,
     messages' between tasks (replay adds them after the last op or transfer), one after the
     other as the step time counts them."""
     remote = remote_tasks(problem, placement) if problem.remote_task_us else []
-    starts = last_end_us + problem.remote_task_us * np.arange(len(remote))
-    rows = pd.DataFrame({
-        "kind": "task", "name": [f"task {task}: RunGraph and its partition" for task in remote],
-        "device": [names[np.flatnonzero(problem.device_task == task)[0]] for task in remote],
-        "start_us": starts, "end_us": starts + problem.remote_task_us, "bytes": 0})
-    if not (problem.task_message_us and task_messages):
-        return rows
-    start = last_end_us + problem.remote_task_us * len(remote)
-    return pd.concat([rows, pd.DataFrame({
-        "kind": ["task"], "name": [f"{task_messages} messages between tasks"],
-        "device": [names[0]], "start_us": [start],
-        "end_us": [start + problem.task_message_us * task_messages], "bytes": [0]})],
-        ignore_index=True)
+    labels = [f"task {task}: RunGraph and its partition" for task in remote]
+    devices = [names[np.flatnonzero(problem.device_task == task)[0]] for task in remote]
+    durations = [problem.remote_task_us] * len(remote)
+    if problem.task_message_us and task_messages:
+        labels.append(f"{task_messages} messages between tasks")
+        devices.append(names[0])
+        durations.append(problem.task_message_us * task_messages)
+    ends = last_end_us + np.cumsum(durations, dtype=np.float64)
+    return pd.DataFrame({"kind": "task", "name": labels, "device": devices,
+                         "start_us": ends - np.asarray(durations, np.float64), "end_us": ends,
+                         "bytes": 0})
 
 
 def remote_tasks(problem, placement) -> np.ndarray:
