@@ -4,7 +4,7 @@ A script, not a test.
 
     python -m measure.bench_sessions [--model branches] [--placer heft] [--sessions 8]
                                      [--threads 1 8] [--links warm] [--clusters 1]
-                                     [--steps 10] [--trace]
+                                     [--steps 10] [--trace] [--cpu]
 
 The model (measure/real_models.py) is profiled on local:2 (cached) and split by the placer.
 For each thread count T and each state of the links L, `--clusters` new clusters
@@ -16,19 +16,29 @@ Printed: each session's median ms per step, split and as written, the split's ra
 setting how many split sessions ran no faster than 0.9x as written ("slow") and the ratios
 of each cluster's first session. With `--trace`, each split session also runs one traced
 step, and the table says when each task started its first op that computed for at least
-WORK_US (ms after the step's first op): a task that waits for its inputs starts late.
+WORK_US (ms after the step's first op): a task that waits for its inputs starts late. With
+`--cpu` (Linux), each split session also says, per step, how long each worker's threads ran
+and how long they were ready to run but waited for the worker's core (/proc schedstat, summed
+over the threads), and the summary compares the slow sessions with the others: a session
+whose threads need more CPU time for the same ops ran on slower cores, one whose threads
+wait longer was not given its core.
 
-Two causes of slow sessions were found with it (BUILD.md). With one inter-op thread, a worker
-serves its peer's RecvTensor calls only after the ops it has queued, and whether the request
-comes before or after them is settled per session (8 threads, the default since, answer at
-once). On a cold cluster, the first few dozen steps that move bulk data between tasks are
-slow (warming the links, the default since, removes that).
+Three causes of slow sessions were found with it (BUILD.md). With one inter-op thread, a
+worker serves its peer's RecvTensor calls only after the ops it has queued, and whether the
+request comes before or after them is settled per session (8 threads, the default since,
+answer at once). On a cold cluster, the first few dozen steps that move bulk data between
+tasks are slow (warming the links, the default since, removes that). And on this 2-vCPU
+virtual machine, both workers' threads sometimes need 20% to 60% more CPU time for the same
+ops for as long as a session is open, while the graph as written, on one core, runs at its
+usual speed: the cores run slower while both are busy, which no placement or setting here
+controls.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import statistics
 import sys
@@ -51,6 +61,20 @@ def first_work_ms(run_metadata) -> dict:
     return {task: (min(times) - first) / 1e6 for task, times in sorted(starts.items())}
 
 
+def thread_times_ns(pid: int) -> tuple:
+    """(ran, waited ready) summed over the threads of process `pid`, in ns (Linux schedstat:
+    a thread that ends between two readings takes its share with it)."""
+    ran = waited = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{thread}/schedstat") as schedstat:
+                fields = schedstat.read().split()
+        except OSError:
+            continue
+        ran, waited = ran + int(fields[0]), waited + int(fields[1])
+    return ran, waited
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="branches")
@@ -62,6 +86,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--trace", action="store_true",
                         help="trace one step of each split session: when each task first computes")
+    parser.add_argument("--cpu", action="store_true",
+                        help="per split session and step: each worker's threads' time run, "
+                             "and ready but waiting")
     args = parser.parse_args(argv)
 
     import pandas as pd
@@ -88,21 +115,29 @@ def main(argv=None) -> int:
             for session in range(args.sessions):
                 say(f"{threads} inter-op threads, {links} links, cluster {cluster_index + 1}: "
                     f"session {session + 1} of {args.sessions}")
-                medians, traced = {}, {}
+                medians, extra = {}, {}
                 for label, placement in (("as written", None), ("split", split)):
                     with runner.session(runtime, placement, 600) as steps:
                         steps.step()
+                        started = [thread_times_ns(pid) for pid in cluster.pids
+                                   if args.cpu]
                         medians[label] = statistics.median(
                             steps.step() for _ in range(args.steps)) * 1e3
+                        if args.cpu and placement is not None:
+                            for task, (first, last) in enumerate(zip(
+                                    started, [thread_times_ns(pid) for pid in cluster.pids])):
+                                for k, what in enumerate(("ran", "ready")):
+                                    extra[f"task {task} {what} ms/step"] = \
+                                        (last[k] - first[k]) / 1e6 / args.steps
                         if args.trace and placement is not None:
-                            traced = {f"{task} first work ms": ms for task, ms
-                                      in first_work_ms(steps.traced_step()).items()}
+                            extra.update({f"{task} first work ms": ms for task, ms
+                                           in first_work_ms(steps.traced_step()).items()})
                 rows.append({"threads": threads, "links": links, "cluster": cluster_index + 1,
                              "session": session + 1,
                              "as written ms": medians["as written"],
                              "split ms": medians["split"],
                              "split / as written": medians["split"] / medians["as written"],
-                             **traced})
+                             **extra})
     table = pd.DataFrame(rows)
     print(f"{args.model}: {args.placer}'s split against the graph as written, new sessions on local:2")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
@@ -117,6 +152,10 @@ def main(argv=None) -> int:
         for column in (c for c in runs.columns if c.endswith("first work ms")):
             print(f"  {column}: {runs[column].min():.1f} to {runs[column].max():.1f}, median "
                   f"{runs[column].median():.1f}")
+        slow = ratio > 0.9
+        for column in (c for c in runs.columns if c.endswith("ms/step")):
+            print(f"  {column}, median: slow sessions {runs[column][slow].median():.1f}, "
+                  f"the others {runs[column][~slow].median():.1f}")
     return 0
 
 
