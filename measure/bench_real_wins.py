@@ -15,8 +15,9 @@ source round by round with its 95% interval; each session's own median ratio is 
 (Measuring each with its own `tf-placeto measure`, as the users who reported slowdowns did,
 moved one pair by 0.88x to 1.16x between repetitions: a fresh cluster's level varies more
 than the gains asked for. And one session of a split can run slow for as long as it is open:
-on branches, about 1 in 20 new sessions of the written split ran at 0.9x to 1.12x of the
-source where the others ran at 0.65x to 0.86x, so one session is one draw; BUILD.md.)
+on branches, from 1 in 30 to 1 in 5 new sessions of the split, with the machine's state, ran
+above 0.9x of the source, up to 1.12x, where most ran at 0.65x to 0.86x; so one session is
+one draw; BUILD.md.)
 Prints one table (stdout), the geometric mean of the re-measured ratios placed / as written,
 counting a model left unwritten as 1 (its user keeps the source), how many written models
 were slower beyond the noise, and how many of the re-measuring sessions ran slower than the

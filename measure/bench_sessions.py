@@ -28,7 +28,7 @@ worker serves its peer's RecvTensor calls only after the ops it has queued, and 
 request comes before or after them is settled per session (8 threads, the default since,
 answer at once). On a cold cluster, the first few dozen steps that move bulk data between
 tasks are slow (warming the links, the default since, removes that). And on this 2-vCPU
-virtual machine, both workers' threads sometimes need 20% to 60% more CPU time for the same
+virtual machine, both workers' threads sometimes need 15% to 60% more CPU time for the same
 ops for as long as a session is open, while the graph as written, on one core, runs at its
 usual speed: the cores run slower while both are busy, which no placement or setting here
 controls.
