@@ -9,7 +9,10 @@ stage on the second task), in turns, as streams of K steps in flight for each K 
 `--in-flight` (`tf-placeto measure --stream K`). Printed: milliseconds per step once the
 stream is full, with the split's ratio to one task and its 95% interval. Split in two, a
 stream of K >= 2 could at best halve the time per step; what it gets on the runtime is what
-the transfers and RunGraph calls of a split cost against the second device it gains.
+the transfers and RunGraph calls of a split cost against the second device it gains. A local
+cluster's workers run one op at a time here, as for every stream (worker.STREAM_OP_THREADS);
+`--cluster local:2,threads=8` gives them the 8 inter-op threads of one-step runs, on which
+the steps in flight move in convoys.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def main(argv=None) -> int:
         graph = import_graph(two_stage_model(os.path.join(scratch, "two_stages"), args.size,
                                              args.chain))
         rows = []
-        with open_runtime(cluster=args.cluster) as runtime:
+        with open_runtime(cluster=args.cluster, streams=True) as runtime:
             first, second = runtime.device_names[:2]
             split = {op.name: second if "stage_2" in op.name else first for op in graph.ops}
             for in_flight in args.in_flight:

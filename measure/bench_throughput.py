@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     names = [name.strip() for name in args.models.split(",") if name.strip()]
     real = {name.strip() for name in args.real.split(",") if name.strip()}
     rows = []
-    with open_runtime(cluster=args.cluster) as runtime:
+    with open_runtime(cluster=args.cluster, streams=True) as runtime:
         for name in names:
             say(f"{name}: profile, then decisions")
             workload = load_workload(source(name), runtime, max_groups=args.groups)
