@@ -119,11 +119,11 @@ def main(argv=None) -> int:
                 for label, placement in (("as written", None), ("split", split)):
                     with runner.session(runtime, placement, 600) as steps:
                         steps.step()
-                        started = [thread_times_ns(pid) for pid in cluster.pids
-                                   if args.cpu]
+                        cpu = args.cpu and placement is not None
+                        started = [thread_times_ns(pid) for pid in cluster.pids if cpu]
                         medians[label] = statistics.median(
                             steps.step() for _ in range(args.steps)) * 1e3
-                        if args.cpu and placement is not None:
+                        if cpu:
                             for task, (first, last) in enumerate(zip(
                                     started, [thread_times_ns(pid) for pid in cluster.pids])):
                                 for k, what in enumerate(("ran", "ready")):

@@ -283,19 +283,22 @@ def test_bad_specs_raise_one_clear_line(spec, message, monkeypatch):
     assert "\n" not in str(raised.value)
 
 
-def test_each_worker_gets_the_inter_op_threads_asked_for():
-    with parse_cluster("local:1,threads=3") as local:
+def _op_threads(spec: str, streams: bool = False) -> str:
+    """The --op-threads its first worker was started with."""
+    with parse_cluster(spec, streams) as local:
         command = open(f"/proc/{local._processes[0].pid}/cmdline").read().split("\0")
-    assert command[command.index("--op-threads") + 1] == "3"
+    return command[command.index("--op-threads") + 1]
+
+
+def test_each_worker_gets_the_inter_op_threads_asked_for():
+    assert _op_threads("local:1,threads=3") == "3"
 
 
 def test_a_cluster_for_streams_runs_one_op_at_a_time_on_each_worker_unless_told():
     """Streams of steps pipeline on workers that run one op at a time (worker.py says why);
     threads=T in the spec still wins."""
-    for spec, threads in (("local:1", "1"), ("local:1,threads=3", "3")):
-        with parse_cluster(spec, streams=True) as local:
-            command = open(f"/proc/{local._processes[0].pid}/cmdline").read().split("\0")
-        assert command[command.index("--op-threads") + 1] == threads
+    assert _op_threads("local:1", streams=True) == "1"
+    assert _op_threads("local:1,threads=3", streams=True) == "3"
 
 
 def test_a_split_chain_streams_faster_than_one_worker(tmp_path):
