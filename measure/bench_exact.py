@@ -51,7 +51,7 @@ def main(argv=None) -> int:
                 say(f"{objective}, {time_limit:.0f} s, {interface}")
                 began = time.monotonic()
                 _, info = optimal.place(problem, objective=objective, time_limit=time_limit,
-                                        solver="milp", interface=interface)
+                                        interface=interface)
                 rows.append({"objective": objective, "time_limit_s": time_limit,
                              "interface": interface, "took_s": time.monotonic() - began,
                              "objective_ms": info["objective_us"] / 1e3,

@@ -1,7 +1,7 @@
 """Benchmark: does a chain split over two workers pipeline, for real? (a script, not a test)
 
     python -m measure.bench_pipeline [--size 384] [--chain 6] [--in-flight 1 2 3]
-                                     [--cluster local:2] [--repeats 5]
+                                     [--cluster local:2,threads=1] [--repeats 5]
 
 A SavedModel whose step is two stages of `--chain` matmuls of `--size` x `--size`, one after
 the other, is timed on the runtime as written (all on the first task) and split (the second
@@ -9,10 +9,11 @@ stage on the second task), in turns, as streams of K steps in flight for each K 
 `--in-flight` (`tf-placeto measure --stream K`). Printed: milliseconds per step once the
 stream is full, with the split's ratio to one task and its 95% interval. Split in two, a
 stream of K >= 2 could at best halve the time per step; what it gets on the runtime is what
-the transfers and RunGraph calls of a split cost against the second device it gains. A local
-cluster's workers run one op at a time here, as for every stream (worker.STREAM_OP_THREADS);
-`--cluster local:2,threads=8` gives them the 8 inter-op threads of one-step runs, on which
-the steps in flight move in convoys.
+the transfers and RunGraph calls of a split cost against the second device it gains. The
+default cluster's workers run one op at a time (threads=1), so that each step leaves a stage
+as soon as its own ops are done; `--cluster local:2` gives them the default 8 inter-op
+threads, on which the steps in flight move in convoys (BUILD.md, "One op at a time per
+worker").
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=384)
     parser.add_argument("--chain", type=int, default=6, help="matmuls per stage")
     parser.add_argument("--in-flight", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--cluster", default="local:2")
+    parser.add_argument("--cluster", default="local:2,threads=1")
     parser.add_argument("--repeats", type=int, default=5, help="rounds in turns per K")
     args = parser.parse_args(argv)
 
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
         graph = import_graph(two_stage_model(os.path.join(scratch, "two_stages"), args.size,
                                              args.chain))
         rows = []
-        with open_runtime(cluster=args.cluster, streams=True) as runtime:
+        with open_runtime(cluster=args.cluster) as runtime:
             first, second = runtime.device_names[:2]
             split = {op.name: second if "stage_2" in op.name else first for op in graph.ops}
             for in_flight in args.in_flight:

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.runtime import open_runtime
 
     rows = []
-    with open_runtime(cluster=args.cluster, streams=True) as runtime:
+    with open_runtime(cluster=args.cluster) as runtime:
         for name in args.models:
             rows.append(bench(name, runtime, args)[0])
     print()

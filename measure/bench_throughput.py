@@ -7,7 +7,7 @@
 
 For each model (of measure/real_models.py, else a bundled example) profiled on the runtime
 (cached), on its devices:
-- the exact placer's throughput decision (its pipeline model, placers.objectives), with its
+- the exact placer's throughput decision (its model, placers.objectives), with its
   proven gap and the seconds it took;
 - the best latency placement: of the fast placers' decisions and the exact latency one, the
   shortest simulated step;
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     names = [name.strip() for name in args.models.split(",") if name.strip()]
     real = {name.strip() for name in args.real.split(",") if name.strip()}
     rows = []
-    with open_runtime(cluster=args.cluster, streams=True) as runtime:
+    with open_runtime(cluster=args.cluster) as runtime:
         for name in names:
             say(f"{name}: profile, then decisions")
             workload = load_workload(source(name), runtime, max_groups=args.groups)

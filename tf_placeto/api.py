@@ -131,8 +131,8 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
         raise InputError("a trace shows one step: leave out the stream to write traces")
     if stream < 0:
         raise InputError(f"stream must be a count of steps in flight, not {stream}")
-    with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set,
-                             streams=stream > 0) as (graph, placements, runtime, device_set):
+    with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set) as (
+            graph, placements, runtime, device_set):
         if simulate:
             model = profile_graph(graph, runtime, cache=cache).model
             results = SimulatedMeasurer.from_profile(graph, model, device_set,
@@ -153,17 +153,15 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
 @contextlib.contextmanager
 def _checked_on_runtime(source, placements: Sequence[Union[None, str, Mapping]],
                         devices: Optional[str], cluster: Optional[str],
-                        signature: Optional[str], tag_set: Optional[str],
-                        streams: bool = False):
+                        signature: Optional[str], tag_set: Optional[str]):
     """(graph, placements, runtime, its DeviceSet): the source imported, each placement (None:
     as written; a dict or a JSON file) read and checked against the graph and the devices
-    before any long work, on the runtime they ask for (open while the block runs; `streams`:
-    see open_runtime)."""
+    before any long work, on the runtime they ask for (open while the block runs)."""
     placements = [Placement.from_json(p) if isinstance(p, str)
                   else None if p is None else Placement(p) for p in placements]
     graph = import_graph(source, signature=signature, tag_set=tag_set)
     named = {device for p in placements if p for device in p.values()}
-    with open_runtime(devices, cluster, named=named, streams=streams) as runtime:
+    with open_runtime(devices, cluster, named=named) as runtime:
         device_set = DeviceSet.from_strings(runtime.device_names)
         for placement in placements:
             if placement:
@@ -320,7 +318,7 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     memory = MemoryLimit.parse(memory_per_device)
     if out is not None:
         check_output_path(source_path(source), out, overwrite)
-    with open_runtime(devices, cluster, streams=objective == "throughput") as runtime:
+    with open_runtime(devices, cluster) as runtime:
         outcome = pipeline.run(source, runtime, method, memory=memory, max_groups=max_groups,
                                signature=signature, tag_set=tag_set, cache=cache, seed=seed,
                                options={"policy": policy, "budget": budget,

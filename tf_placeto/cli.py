@@ -86,8 +86,7 @@ def _runtime_arguments(parser, default: str = "this machine's devices") -> None:
     parser.add_argument("--cluster", metavar="SPEC",
                         help="local:N (N worker processes on this machine, one core each; "
                              "local:N,memory=SIZE caps each one's memory, "
-                             "local:N,threads=T gives each T inter-op threads: default "
-                             "8, 1 for streams), a "
+                             "local:N,threads=T gives each T inter-op threads, default 8), a "
                              "ClusterSpec JSON (text or file), or TF_CONFIG "
                              f"(default, without --devices: {default})")
 

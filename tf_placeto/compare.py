@@ -103,8 +103,7 @@ def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = No
     link = Link.parse(link) if link else None
     if link is not None and not simulate:
         raise InputError("--link describes simulated devices: pass --simulate")
-    with open_runtime(devices, cluster or (None if devices else "local:2"),
-                      streams=objective == "throughput") as runtime:
+    with open_runtime(devices, cluster or (None if devices else "local:2")) as runtime:
         counts = list(counts or [None])
         if not simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
             raise InputError(f"measuring for real uses the runtime's "

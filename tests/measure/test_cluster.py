@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers import REPO
-from tf_placeto.measure import cluster as cluster_module
+from tf_placeto.measure import cluster as cluster_module, worker
 from measure.bench_cluster import chains_graph
 from tf_placeto.measure.cluster import (ClusterError, ExistingCluster, LocalCluster,
                                         cluster_device_names, parse_cluster)
@@ -283,36 +283,33 @@ def test_bad_specs_raise_one_clear_line(spec, message, monkeypatch):
     assert "\n" not in str(raised.value)
 
 
-def _op_threads(spec: str, streams: bool = False) -> str:
+def _op_threads(spec: str) -> str:
     """The --op-threads its first worker was started with."""
-    with parse_cluster(spec, streams) as local:
+    with parse_cluster(spec) as local:
         command = open(f"/proc/{local._processes[0].pid}/cmdline").read().split("\0")
     return command[command.index("--op-threads") + 1]
 
 
 def test_each_worker_gets_the_inter_op_threads_asked_for():
+    """One spec, the same workers for every command: one step or streams of steps."""
+    assert _op_threads("local:1") == str(worker.OP_THREADS)
     assert _op_threads("local:1,threads=3") == "3"
-
-
-def test_a_cluster_for_streams_runs_one_op_at_a_time_on_each_worker_unless_told():
-    """Streams of steps pipeline on workers that run one op at a time (worker.py says why);
-    threads=T in the spec still wins."""
-    assert _op_threads("local:1", streams=True) == "1"
-    assert _op_threads("local:1,threads=3", streams=True) == "3"
 
 
 def test_a_split_chain_streams_faster_than_one_worker(tmp_path):
     """Issue 17's check on the real runtime: two stages of matmuls, the second on the other
     worker, with steps in flight, run more steps per second than both stages on one worker.
-    Measured: 0.68x and 0.70x the one worker's time per step here, 1.15x and 0.92x on
-    workers of 8 inter-op threads (BUILD.md)."""
+    The workers run one op at a time (threads=1), so each step leaves a stage as soon as its
+    own ops are done. Measured: 0.68x and 0.70x the one worker's time per step; 1.15x and
+    0.92x on the default 8 inter-op threads, where the steps in flight move in convoys
+    (BUILD.md, "One op at a time per worker")."""
     from measure.bench_pipeline import two_stage_model
     from tf_placeto.api import import_graph
     from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.measure.runtime import open_runtime
 
     graph = import_graph(two_stage_model(str(tmp_path / "chain"), size=512, chain=3))
-    with open_runtime(cluster="local:2", streams=True) as runtime:
+    with open_runtime(cluster="local:2,threads=1") as runtime:
         first, second = runtime.device_names
         split = {op.name: second if "stage_2" in op.name else first for op in graph.ops}
         one, both = measure_interleaved(graph, runtime, [None, split], ["one task", "split"],

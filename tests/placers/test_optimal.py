@@ -72,15 +72,11 @@ def test_the_optimum_is_the_best_of_every_decision(small_cnn_groups, n_devices, 
     if kind == "capped":
         assert not any(fits_memory(problem, np.full(problem.n_groups, d))
                        for d in range(n_devices))
-    solvers = ["auto"] + (["milp"] if objective == "throughput" else [])
-    for solver in solvers:
-        decision, info = optimal.place(problem, objective=objective, solver=solver)
-        assert info["objective_us"] == score(decision) == pytest.approx(best, rel=1e-6)
-        assert info["proven_optimal"] and info["bound_us"] <= best * (1 + 1e-5)
-        assert fits_memory(problem, decision)
-        problem.check(decision)                     # kernel rules
-        assert info["solver"] == ("dp" if objective == "throughput" and solver == "auto"
-                                  and kind != "unlike" else "milp")
+    decision, info = optimal.place(problem, objective=objective)
+    assert info["objective_us"] == score(decision) == pytest.approx(best, rel=1e-6)
+    assert info["proven_optimal"] and info["bound_us"] <= best * (1 + 1e-5)
+    assert fits_memory(problem, decision)
+    problem.check(decision)                     # kernel rules
 
 
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
@@ -101,13 +97,12 @@ def test_no_other_placer_scores_better(small_cnn_groups, objective):
 
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_a_time_limit_gives_the_best_found_and_its_gap(objective):
-    """Inception-V3 in 128 groups on 4 devices: far more decisions (and ideals) than seconds
-    allow."""
+    """Inception-V3 in 128 groups on 4 devices: far more decisions than seconds allow."""
     problem = build_problem(grouped_example("inception_v3", 128), 4)
     result = methods.place("optimal", problem, objective=objective, time_limit=2.0)
     info = result.info
     assert result.decide_s < 2.0 + 2.0
-    assert info["solver"] == "milp" and info["interface"] == "highspy"
+    assert info["interface"] == "highspy"
     assert 0 <= info["gap"] < 1 and info["proven_optimal"] == (info["gap"] <= 1e-5)
     assert info["bound_us"] <= info["objective_us"]
     assert info["objective_us"] <= min(scorer(problem, objective)(
@@ -118,8 +113,7 @@ def test_a_time_limit_gives_the_best_found_and_its_gap(objective):
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_highspy_and_scipy_prove_the_same_optimum(small_cnn_groups, objective):
     problem = variant(build_problem(small_cnn_groups, 3).coarsened(8)[0], "unlike")
-    found = {interface: optimal.place(problem, objective=objective, solver="milp",
-                                      interface=interface)[1]
+    found = {interface: optimal.place(problem, objective=objective, interface=interface)[1]
              for interface in ("highspy", "scipy")}
     assert {info["interface"] for info in found.values()} == {"highspy", "scipy"}
     assert all(info["proven_optimal"] for info in found.values())
@@ -140,8 +134,6 @@ def test_options_are_checked(small_cnn_groups):
     problem = build_problem(small_cnn_groups, 2)
     with pytest.raises(PlacetoError, match="objective"):
         methods.place("optimal", problem, objective="energy")
-    with pytest.raises(PlacetoError, match="dynamic program"):
-        methods.place("optimal", problem, objective="latency", solver="dp")
     with pytest.raises(PlacetoError, match="interface 'gurobi'"):
         methods.place("optimal", problem, interface="gurobi")
 

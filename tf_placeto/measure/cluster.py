@@ -489,15 +489,12 @@ class ExistingCluster(Cluster):
         return cls(job_name, jobs[job_name])
 
 
-def parse_cluster(spec: str, streams: bool = False) -> Cluster:
+def parse_cluster(spec: str) -> Cluster:
     """"local:N" -> LocalCluster(N) (started); "local:N,memory=SIZE" caps each worker's memory,
     "local:N,threads=T" gives each T inter-op threads; anything else names an existing
-    cluster. streams: the cluster will run streams of steps in flight (the throughput
-    objective), so local workers get worker.STREAM_OP_THREADS where the spec says no
-    threads=T (worker.OP_THREADS otherwise)."""
+    cluster."""
     if spec.startswith("local:"):
-        workers, memory, threads = _local_spec(
-            spec, worker.STREAM_OP_THREADS if streams else worker.OP_THREADS)
+        workers, memory, threads = _local_spec(spec)
         return LocalCluster(workers, memory_limit_bytes=memory, op_threads=threads)
     return ExistingCluster.from_spec(spec)
 
@@ -509,14 +506,14 @@ def cluster_device_names(spec: str) -> list:
     return ExistingCluster.from_spec(spec).device_names
 
 
-def _local_spec(spec: str, default_threads: int = worker.OP_THREADS) -> tuple:
+def _local_spec(spec: str) -> tuple:
     """(workers, memory cap in bytes or None, inter-op threads) of "local:N" with the options
-    memory=SIZE and threads=T (default_threads without it)."""
+    memory=SIZE and threads=T."""
     count, *options = spec[len("local:"):].split(",")
     if not count.isdigit() or int(count) < 1:
         raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers "
                                "(local:N,memory=SIZE caps each worker's memory)")
-    memory, threads = None, default_threads
+    memory, threads = None, worker.OP_THREADS
     for option in options:
         name, _, value = option.partition("=")
         if name == "memory" and value:

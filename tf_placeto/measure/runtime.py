@@ -96,18 +96,17 @@ def planned_device_names(devices: Optional[str] = None, cluster: Optional[str] =
 
 @contextlib.contextmanager
 def open_runtime(devices: Optional[str] = None, cluster: Optional[str] = None,
-                 named: Sequence[str] = (), streams: bool = False):
+                 named: Sequence[str] = ()):
     """The runtime a command asked for, closed (workers stopped) when the block ends; a
     cluster's links are warmed first (links.py).
 
     devices: a device spec (see DeviceSet.parse); cluster: "local:N", a ClusterSpec JSON (text
     or file) or "TF_CONFIG". With neither: this machine's devices plus any local devices that
-    `named` (the placements' devices) mention, such as logical CPUs. streams: the runtime will
-    time streams of steps in flight (see parse_cluster).
+    `named` (the placements' devices) mention, such as logical CPUs.
     """
     _check_one_of(devices, cluster)
     if cluster:
-        with parse_cluster(cluster, streams) as running:
+        with parse_cluster(cluster) as running:
             runtime = Runtime.on_cluster(running)
             runtime.warm_links()
             yield runtime

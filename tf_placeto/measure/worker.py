@@ -40,12 +40,6 @@ PARENT_POLL_S = 1.0
 # Inter-op threads of a worker: more than the independent ops a share of a step usually has
 # ready at once, so that one is always free to answer a peer (see the module docstring).
 OP_THREADS = 8
-# ... of a worker that serves streams of steps in flight (the throughput objective): one, so
-# that its core runs one op at a time, in the order the steps' ops reach it, and the stages of
-# a split pipeline. With several, the steps in flight share the core, finish each stage
-# together and reach the next stage's worker together: convoys, which do not pipeline
-# (BUILD.md, "Reality pipelines a split chain less than the model says").
-STREAM_OP_THREADS = 1
 _PR_SET_PDEATHSIG = 1
 _SHT_RELA = 4
 _TCP_LISTEN = "0A"

@@ -21,9 +21,10 @@ finished.
 Under the throughput objective (PlacementProblem.objective) the schedule is the stream's
 steady state instead, where steps in flight hide the waits of one step: a device's timeline
 is its load per step, a group may start as soon as its device is free whatever its inputs'
-progress, and an edge that crosses devices adds its transfer to both ends' loads (CPU workers
-serialize and deserialize it) and its consumer's remote extra to the receiver's: the busiest
-device's load is then the pipelined throughput objective (objectives.device_loads_us). Both
+progress, and an edge that crosses devices adds its copies to both ends' loads (CPU workers
+serialize and deserialize it) and its consumer's remote extra to the receiver's: each
+device's load is then its processor's load of the throughput objective
+(objectives.stream_loads_us). Both
 drivers then pick by finish first: what a group adds to the busiest load is what counts.
 The one-step schedule is built too, and the decision whose simulated stream is faster is
 kept (info "schedule"): steps in flight on TensorFlow's runtime move in convoys (they share
@@ -52,6 +53,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from tf_placeto.placers.common import EdgeTiming, edge_timing, fits, repair, roomiest_device
+from tf_placeto.placers.objectives import crossing_costs_us
 from tf_placeto.placers.problem import PlacementProblem
 
 
@@ -121,8 +123,8 @@ class Schedule:
     def _crossings(self, group: int):
         """Pipelined: for each input or feedback edge of `group` whose other end is placed,
         (that end's device, per device of `group` what the crossing adds to `group`'s device,
-        and what it adds to that end's): both pay the transfer, the receiver its remote extra
-        too (as objectives.device_loads_us counts them)."""
+        and what it adds to that end's): each end its copy, the receiver its remote extra too
+        (objectives.crossing_costs_us)."""
         problem = self.problem
         devices = np.arange(problem.n_devices)
         ends = [(problem.edge_src[e], problem.edge_bytes[e], problem.edge_extra_us[e], True)
@@ -133,9 +135,12 @@ class Schedule:
             src = self.device_of[other]
             if src < 0:
                 continue
-            transfer = problem.crossing_us(nbytes, 0.0, src, devices)
-            paid = np.where(devices != src, extra, 0.0)
-            yield src, transfer + paid * receives, transfer + paid * (not receives)
+            if receives:
+                cost = crossing_costs_us(problem, nbytes, extra, src, devices)
+                yield src, cost.receiver_us, cost.sender_us
+            else:
+                cost = crossing_costs_us(problem, nbytes, extra, devices, src)
+                yield src, cost.sender_us, cost.receiver_us
 
     def assign(self, group: int, device: int, start: float, finish: float) -> None:
         """Put `group` on `device` from `start` to `finish` (start + occupies there)."""

@@ -1,7 +1,7 @@
 """The two objectives of the exact placer (placers.optimal), public so that any decision can be
 scored on them: the comparison's gap of a placer to the optimum is measured here.
 
-Both follow Tarnawski et al.'s model (NeurIPS 2020) over the group DAG: a group costs its
+Both are models over the group DAG, after Tarnawski et al. (NeurIPS 2020): a group costs its
 compute_us on its device, a group edge whose ends sit on two devices costs its link's latency
 + bytes / bandwidth and what its consumer's ops take more with a remote input
 (problem.crossing_us), and memory is a constraint, not a cost.
@@ -16,15 +16,28 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
   order is the one in which groups could start at the earliest, close to the order in which
   the op-level simulator's devices find them ready (it runs ready ops first come first
   served, and stays the judge of the step).
-- `throughput_objective_us`: pipelined, micro-batches in flight: the time per micro-batch is
-  the busiest device's load, its compute plus every transfer it sends or receives (forward and
-  feedback edges: both carry bytes every step). A pipeline hands data on in one direction: its
-  devices have an order that every forward edge follows (their quotient graph is acyclic, which
-  also makes each device's groups contiguous). A decision that is no such pipeline scores inf.
+- `throughput_objective_us`: steps in flight, as TensorFlow's executors run them: every device
+  runs the ready ops of any step in flight, so once enough steps are in flight the time per
+  step is the busiest resource's load per step (`stream_loads_us`):
+  - each device's processor: the compute of its groups, and for every edge that crosses
+    devices (forward and feedback: both carry bytes every step) the copies of its bytes at
+    the sender and at the receiver, and at the receiver what its consumer takes more with a
+    remote input;
+  - each link, one way: the wire's share of every transfer on it (its latency and the bytes
+    the processors do not copy);
+  - the session, which ends every step: a RunGraph call per remote task used, a message per
+    transfer between tasks.
+  These are the op-level simulator's terms (measure.simulator), summed per step, and a
+  transfer's latency + bytes / bandwidth split among them as the simulator splits it. No
+  pipeline of stages in one order is asked for (Tarnawski et al.'s throughput model, which
+  this objective was until 2026-11-26): steps in flight overlap whichever way their tensors
+  cross. It is a bound the stream reaches when enough steps are in flight; the stream
+  simulator (PlacementProblem.evaluate) judges the decision.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -77,46 +90,80 @@ def chain_heads(problem: PlacementProblem, step: np.ndarray) -> np.ndarray:
 
 
 def throughput_objective_us(problem: PlacementProblem, group_devices) -> float:
-    """The busiest device's load (module doc) when the decision is a pipeline, else inf."""
-    if not is_pipeline(problem, group_devices):
-        return float("inf")
-    return float(device_loads_us(problem, group_devices).max(initial=0.0))
+    """The busiest resource's load per step (module doc)."""
+    return stream_loads_us(problem, group_devices).busiest_us
 
 
 # the exact placer's model of each objective of PlacementProblem.objective
 MODEL_SCORES = {"latency": latency_objective_us, "throughput": throughput_objective_us}
 
 
-def device_loads_us(problem: PlacementProblem, group_devices) -> np.ndarray:
-    """Per device: the compute of its groups plus every transfer it sends or receives, and
-    what its groups take more with remote inputs."""
+@dataclasses.dataclass(frozen=True)
+class StreamLoads:
+    """Per step of a full stream, what each resource does (module doc)."""
+
+    processors_us: np.ndarray   # (n_devices,)
+    links_us: np.ndarray        # (n_devices, n_devices): from row to column
+    session_us: float
+
+    @property
+    def busiest_us(self) -> float:
+        return float(max(self.processors_us.max(initial=0.0), self.links_us.max(initial=0.0),
+                         self.session_us))
+
+
+def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
+    """The loads of throughput_objective_us under a decision."""
     devices = np.asarray(group_devices, np.int64)
-    compute = problem.compute_us[np.arange(problem.n_groups), devices]
-    loads = np.bincount(devices, weights=compute, minlength=problem.n_devices)
-    for src, dst, nbytes, extra in (
-            (problem.edge_src, problem.edge_dst, problem.edge_bytes, problem.edge_extra_us),
-            (problem.feedback_src, problem.feedback_dst, problem.feedback_bytes,
-             problem.feedback_extra_us)):
-        transfer = problem.crossing_us(nbytes, 0.0, devices[src], devices[dst])
-        slower = np.where(devices[src] != devices[dst], extra, 0.0)
-        loads += np.bincount(devices[src], weights=transfer, minlength=problem.n_devices)
-        loads += np.bincount(devices[dst], weights=transfer + slower,
-                             minlength=problem.n_devices)
-    return loads
+    n_devices = problem.n_devices
+    processors = np.bincount(devices, weights=problem.compute_us[np.arange(problem.n_groups),
+                                                                 devices],
+                             minlength=n_devices)
+    links = np.zeros((n_devices, n_devices))
+    src, dst, nbytes, extra = problem.all_edges()
+    sender, receiver = devices[src], devices[dst]
+    cost = crossing_costs_us(problem, nbytes, extra, sender, receiver)
+    np.add.at(processors, sender, cost.sender_us)
+    np.add.at(processors, receiver, cost.receiver_us)
+    np.add.at(links, (sender, receiver), cost.wire_us)
+    task = problem.simulation.device_task
+    remote_tasks = 0 if task is None else len(set(task[np.unique(devices)].tolist()) - {0})
+    session = cost.message_us.sum() + problem.simulation.remote_task_us * remote_tasks
+    return StreamLoads(processors, links, float(session))
 
 
-def is_pipeline(problem: PlacementProblem, group_devices) -> bool:
-    """Whether the devices, joined by the forward edges between them, form no cycle."""
-    devices = np.asarray(group_devices, np.int64)
-    src, dst = devices[problem.edge_src], devices[problem.edge_dst]
-    feeds = np.zeros((problem.n_devices, problem.n_devices), bool)
-    feeds[src, dst] = True
-    np.fill_diagonal(feeds, False)
-    remaining = np.ones(problem.n_devices, bool)
-    while remaining.any():
-        first = remaining & ~feeds[remaining].any(axis=0)
-        if not first.any():
-            return False
-        remaining &= ~first
-    return True
+@dataclasses.dataclass(frozen=True)
+class CrossingCosts:
+    """What edges cost per step in a stream, by where their ends sit (0 on one device)."""
 
+    sender_us: np.ndarray     # the sender's processor: its copy of the bytes
+    receiver_us: np.ndarray   # the receiver's: its copy, and its consumer's remote extra
+    wire_us: np.ndarray       # the link from sender to receiver
+    message_us: np.ndarray    # the session's: a message between tasks
+
+
+def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> CrossingCosts:
+    """The stream terms of edges carrying `nbytes` whose consumers take `extra_us` more with
+    a remote input, from devices src to dst (arrays that broadcast together). The problem's
+    transfer (latency_us + bytes / bytes_per_us) is split as the simulator splits it: each
+    end's processor copies a share of bytes / bandwidth and a fixed time per tensor, the
+    session pays a message between tasks, and the wire the rest."""
+    simulation = problem.simulation
+    src, dst = np.asarray(src), np.asarray(dst)
+    crosses = src != dst
+    shape = np.broadcast_shapes(np.shape(nbytes), np.shape(extra_us), crosses.shape)
+    moving_us = np.broadcast_to(np.where(
+        crosses, np.asarray(nbytes, np.float64) / problem.bytes_per_us[src, dst], 0.0), shape)
+    share = _or_zeros(simulation.link_copy_share, problem.n_devices)[src, dst]
+    fixed = _or_zeros(simulation.link_copy_us, problem.n_devices)[src, dst]
+    task = simulation.device_task
+    between = np.zeros(crosses.shape, bool) if task is None else task[src] != task[dst]
+    message = np.broadcast_to(np.where(between, simulation.task_message_us, 0.0), shape)
+    copy = np.where(crosses, share * moving_us + fixed, 0.0)
+    wire = np.where(crosses, problem.latency_us[src, dst] - 2 * fixed - message
+                    + (1 - 2 * share) * moving_us, 0.0)
+    return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire, message)
+
+
+def _or_zeros(pairs: Optional[np.ndarray], n_devices: int) -> np.ndarray:
+    return np.zeros((n_devices, n_devices)) if pairs is None else pairs

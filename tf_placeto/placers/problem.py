@@ -251,6 +251,13 @@ class PlacementProblem:
         transfer = self.latency_us[src, dst] + np.asarray(nbytes) / self.bytes_per_us[src, dst]
         return np.where(np.asarray(src) == np.asarray(dst), 0.0, transfer + extra_us)
 
+    def all_edges(self) -> tuple:
+        """(src, dst, bytes, extra_us) of the forward edges, then the feedback edges."""
+        return (np.concatenate([self.edge_src, self.feedback_src]),
+                np.concatenate([self.edge_dst, self.feedback_dst]),
+                np.concatenate([self.edge_bytes, self.feedback_bytes]),
+                np.concatenate([self.edge_extra_us, self.feedback_extra_us]))
+
     def predecessors(self) -> list:
         pred = [[] for _ in range(self.n_groups)]
         for a, b in zip(self.edge_src, self.edge_dst):

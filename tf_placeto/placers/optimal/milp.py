@@ -1,6 +1,6 @@
-"""The mixed integer program, for latency, and for throughput where the dynamic program does
-not apply: HiGHS (program.py), started from the best fast decision, which under a time limit
-returns the best decision found and the lower bound it proved."""
+"""The mixed integer program of either objective: HiGHS (program.py), started from the best
+fast decision, which under a time limit returns the best decision found and the lower bound it
+proved."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from tf_placeto.placers.common import EdgeTiming, edge_timing
-from tf_placeto.placers.objectives import MODEL_SCORES, chain_heads, run_order
-from tf_placeto.placers.optimal.model import all_edges, fits_memory
+from tf_placeto.placers.objectives import (MODEL_SCORES, chain_heads,
+                                           crossing_costs_us, run_order)
+from tf_placeto.placers.optimal.model import fits_memory
 from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
 from tf_placeto.placers.problem import PlacementProblem
 
@@ -67,12 +68,13 @@ def _lower_bound_us(problem: PlacementProblem, objective: str) -> float:
 
 def _worst_us(problem: PlacementProblem) -> float:
     """More than either objective of any decision: every group at its slowest, every edge
-    over its slowest link."""
-    _, _, nbytes, extra = all_edges(problem)
+    over its slowest link, every remote task's per-step cost."""
+    _, _, nbytes, extra = problem.all_edges()
     slowest_link = (problem.latency_us.max() + nbytes / problem.bytes_per_us.min()
                     + extra) if problem.n_devices > 1 else 0.0
     return float(np.where(problem.allowed, problem.compute_us, 0.0).max(axis=1).sum()
-                 + np.sum(slowest_link) + 1.0)
+                 + np.sum(slowest_link)
+                 + problem.simulation.remote_task_us * problem.n_devices + 1.0)
 
 
 def _assignment(program: Program, problem: PlacementProblem) -> np.ndarray:
@@ -148,31 +150,37 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
 
 def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
                      ceiling: float) -> np.ndarray:
-    """The busiest load of objectives.throughput_objective_us, in units of `ceiling`.
-
-    A pipeline: each device sits at a position in [0, n_devices - 1], each group at its
-    device's, and a forward edge that crosses devices goes at least one position further, so
-    the devices' quotient graph has no cycle (and any acyclic one has such positions)."""
-    n, n_devices = problem.n_groups, problem.n_devices
+    """The busiest load of objectives.throughput_objective_us, in units of `ceiling`: a row
+    for each device's processor, each link one way and the session, whose load `busiest` is
+    at least; used[t] is at least 1 when the decision puts a group on a device of remote
+    task t (its RunGraph call is the session's)."""
+    n_devices = problem.n_devices
     compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
-    src, dst, nbytes, extra = all_edges(problem)
-    y, transfer, (first, second) = _crossings(program, problem, x, src, dst, nbytes, 0.0)
-    ends = np.array([np.flatnonzero((first == d) | (second == d)) for d in range(n_devices)],
-                    np.int64).reshape(n_devices, -1)
-    # a device at either end carries the transfer; the receiving one also the remote extra
-    receives = second[ends] == np.arange(n_devices)[:, None]
-    load = transfer[:, ends] + extra[:, None, None] * receives[None]
+    src, dst, nbytes, extra = problem.all_edges()
+    y, _, (first, second) = _crossings(program, problem, x, src, dst, nbytes, extra)
+    cost = crossing_costs_us(problem, nbytes[:, None], extra[:, None], first[None, :],
+                             second[None, :])
     busiest = program.variables(1, upper=1.0 + MIP_REL_GAP)
-    program.constrain(np.zeros(n_devices), (1.0, busiest), (-compute.T, x.T),
-                      (-load.transpose(1, 0, 2) / ceiling, y[:, ends].transpose(1, 0, 2)))
-    position = program.variables(n_devices, upper=n_devices - 1)
-    stage = program.variables(n, upper=n_devices - 1)
-    for sign in (1.0, -1.0):
-        program.constrain(np.full((n, n_devices), -n_devices), (sign, stage[:, None]),
-                          (-sign, position[None, :]), (-n_devices, x))
-    forward = len(problem.edge_src)
-    program.constrain(np.zeros(forward), (1.0, stage[problem.edge_dst]),
-                      (-1.0, stage[problem.edge_src]), (-1.0, y[:forward]))
+    devices = np.arange(n_devices)[:, None, None]
+    processor = (cost.sender_us[None] * (first == devices)
+                 + cost.receiver_us[None] * (second == devices)) / ceiling
+    program.constrain(np.zeros(n_devices), (1.0, np.repeat(busiest, n_devices)),
+                      (-compute.T, x.T), (-processor.reshape(n_devices, -1),
+                                          np.broadcast_to(y.ravel(), (n_devices, y.size))))
+    program.constrain(np.zeros(len(first)), (1.0, np.repeat(busiest, len(first))),
+                      (-cost.wire_us.T / ceiling, y.T))
+    task = problem.simulation.device_task
+    remote = [] if task is None else sorted(set(task.tolist()) - {0})
+    used = program.variables(len(remote), upper=1.0)
+    for k, remote_task in enumerate(remote):
+        on_task = np.flatnonzero(task == remote_task)
+        program.constrain(np.zeros((problem.n_groups, len(on_task))),
+                          (1.0, np.full((problem.n_groups, len(on_task)), used[k])),
+                          (-1.0, x[:, on_task]))
+    program.constrain(np.zeros(1), (1.0, busiest), (-cost.message_us.ravel()[None] / ceiling,
+                                                    y.ravel()[None]),
+                      (np.full((1, len(remote)), -problem.simulation.remote_task_us / ceiling),
+                       used[None]))
     return busiest
 
 

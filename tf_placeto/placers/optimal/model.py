@@ -1,5 +1,4 @@
-"""What both exact methods see alike: the memory model's verdict on a decision, every edge
-of the group graph, and whether the links are alike."""
+"""The memory model's verdict on a decision, as the exact placer sees it."""
 
 from __future__ import annotations
 
@@ -16,11 +15,3 @@ def memory_excess_bytes(problem: PlacementProblem, group_devices) -> float:
     """How far the fullest device goes past its capacity in the memory model (0: fits)."""
     excess = problem.device_loads(group_devices) - problem.capacity_bytes
     return float(max(excess.max(initial=0.0), 0.0))
-
-
-def all_edges(problem: PlacementProblem) -> tuple:
-    """(src, dst, bytes, extra_us) of the forward edges, then the feedback edges."""
-    return (np.concatenate([problem.edge_src, problem.feedback_src]),
-            np.concatenate([problem.edge_dst, problem.feedback_dst]),
-            np.concatenate([problem.edge_bytes, problem.feedback_bytes]),
-            np.concatenate([problem.edge_extra_us, problem.feedback_extra_us]))

@@ -1,0 +1,70 @@
+"""The exact placer's models of a step: the throughput objective's loads per resource."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tf_placeto.placers.objectives import (crossing_costs_us, stream_loads_us,
+                                           throughput_objective_us)
+from tf_placeto.placers.problem import PlacementProblem
+
+
+@pytest.fixture(scope="module")
+def two_tasks(two_devices):
+    """small_cnn on two devices of two worker tasks, with a calibrated cluster's terms: a
+    processor copy per transfer, RunGraph calls and messages between tasks."""
+    simulation = dataclasses.replace(
+        two_devices.simulation, device_task=np.array([0, 1]), remote_task_us=400.0,
+        task_message_us=30.0, link_copy_share=np.array([[0.0, 0.4], [0.4, 0.0]]),
+        link_copy_us=np.array([[0.0, 20.0], [20.0, 0.0]]))
+    return PlacementProblem.from_simulation(two_devices.groups, simulation)
+
+
+def test_one_device_loads_only_its_processor(two_tasks):
+    loads = stream_loads_us(two_tasks, np.zeros(two_tasks.n_groups, np.int64))
+    assert loads.processors_us == pytest.approx([two_tasks.compute_us[:, 0].sum(), 0.0])
+    assert not loads.links_us.any() and loads.session_us == 0.0
+
+
+def test_a_transfer_is_split_among_the_processors_the_wire_and_the_session(two_tasks):
+    """Each crossing's latency + bytes / bandwidth is paid once: a copy at each end, the
+    wire's share and the session's message; the remote task adds its RunGraph call."""
+    apart = np.arange(two_tasks.n_groups) % 2
+    loads = stream_loads_us(two_tasks, apart)
+    src, dst, nbytes, extra = two_tasks.all_edges()
+    crosses = apart[src] != apart[dst]
+    transfers = two_tasks.crossing_us(nbytes, 0.0, apart[src], apart[dst]).sum()
+    compute = two_tasks.compute_us[np.arange(two_tasks.n_groups), apart].sum()
+    spent = (loads.processors_us.sum() - compute - extra[crosses].sum() + loads.links_us.sum()
+             + loads.session_us - 400.0)
+    assert spent == pytest.approx(transfers)
+    cost = crossing_costs_us(two_tasks, nbytes[crosses], extra[crosses], apart[src][crosses],
+                             apart[dst][crosses])
+    assert cost.message_us == pytest.approx(np.full(crosses.sum(), 30.0))
+    assert np.all(cost.sender_us >= 20.0) and np.all(cost.wire_us > 0)
+
+
+def test_devices_that_feed_each_other_both_ways_are_scored_by_their_busiest_resource(
+        two_tasks):
+    """No pipeline of stages is asked for: steps in flight overlap whichever way their
+    tensors cross."""
+    apart = np.arange(two_tasks.n_groups) % 2
+    src, dst, _, _ = two_tasks.all_edges()
+    assert {(a, b) for a, b in zip(apart[src], apart[dst]) if a != b} == {(0, 1), (1, 0)}
+    loads = stream_loads_us(two_tasks, apart)
+    assert throughput_objective_us(two_tasks, apart) == max(
+        loads.processors_us.max(), loads.links_us.max(), loads.session_us) < np.inf
+
+
+def test_where_no_processor_copies_a_transfer_loads_only_its_link(two_devices):
+    """GPUs joined by a DMA engine (no copy share, no fixed copy): a split's processors carry
+    their compute alone, and the bytes crossing load the link they take, one way."""
+    apart = np.arange(two_devices.n_groups) % 2
+    loads = stream_loads_us(two_devices, apart)
+    compute = two_devices.compute_us[np.arange(two_devices.n_groups), apart]
+    assert loads.processors_us == pytest.approx(np.bincount(apart, weights=compute))
+    src, dst, nbytes, _ = two_devices.all_edges()
+    one_way = (apart[src] == 0) & (apart[dst] == 1)
+    assert loads.links_us[0, 1] == pytest.approx(
+        two_devices.crossing_us(nbytes[one_way], 0.0, 0, 1).sum())
