@@ -31,8 +31,8 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
   transfer's latency + bytes / bandwidth split among them as the simulator splits it. No
   pipeline of stages in one order is asked for (Tarnawski et al.'s throughput model, which
   this objective was until 2026-11-26): steps in flight overlap whichever way their tensors
-  cross. It is a bound the stream reaches when enough steps are in flight; the stream
-  simulator (PlacementProblem.evaluate) judges the decision.
+  cross. It is what the time per step tends to with enough steps in flight and no step
+  waiting on another; the stream simulator (PlacementProblem.evaluate) judges the decision.
 """
 
 from __future__ import annotations
