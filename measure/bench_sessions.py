@@ -120,7 +120,7 @@ def main(argv=None) -> int:
                     with runner.session(runtime, placement, 600) as steps:
                         steps.step()
                         cpu = args.cpu and placement is not None
-                        started = [thread_times_ns(pid) for pid in cluster.pids if cpu]
+                        started = [thread_times_ns(pid) for pid in cluster.pids] if cpu else []
                         medians[label] = statistics.median(
                             steps.step() for _ in range(args.steps)) * 1e3
                         if cpu:

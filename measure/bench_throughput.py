@@ -13,7 +13,10 @@ For each model (of measure/real_models.py, else a bundled example) profiled on t
   shortest simulated step;
 - the best throughput placement: of the exact throughput decision and the fast placers'
   decisions under the throughput objective, the fewest simulated seconds per step;
-each simulated as a stream of `--in-flight` steps (ms per step once full). For the models
+each simulated as a stream of `--in-flight` steps (ms per step once full). How well the exact
+placer's model ranks streams is printed per model too: its throughput objective against the
+stream mode over the fast placers' decisions, the exact one and MODEL_CHECK_PLACEMENTS diverse
+ones (fitting.calibration_placements), as Spearman and median relative error. For the models
 of `--real`, the three are then timed for real as streams, in turns (`tf-placeto measure
 --stream K`), until `--budget` seconds end after six rounds: ms per step and the ratio to the
 best latency placement with its 95% interval. Target (issue 17): the exact throughput
@@ -26,6 +29,29 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+
+import numpy as np
+
+MODEL_CHECK_PLACEMENTS = 20
+
+
+def model_against_stream(workload, problem, decisions: list) -> dict:
+    """fitting.accuracy of the throughput objective (placers.objectives) against the stream
+    mode (problem.evaluate) over `decisions` (group decisions) and MODEL_CHECK_PLACEMENTS
+    diverse placements of the workload's groups."""
+    from tf_placeto.measure import fitting
+    from tf_placeto.placers.objectives import throughput_objective_us
+
+    names, groups = problem.device_names, workload.groups
+    decisions = list(decisions)
+    for _, placement in fitting.calibration_placements([groups], names, MODEL_CHECK_PLACEMENTS):
+        decision = np.zeros(problem.n_groups, np.int64)
+        decision[groups.group_of] = [names.index(placement[op.name])
+                                     for op in groups.op_graph.ops]
+        decisions.append(decision)
+    return {**fitting.accuracy([throughput_objective_us(problem, d) for d in decisions],
+                               [problem.evaluate(d).us_per_step for d in decisions]),
+            "decisions": len(decisions)}
 
 
 def main(argv=None) -> int:
@@ -56,7 +82,7 @@ def main(argv=None) -> int:
 
     names = [name.strip() for name in args.models.split(",") if name.strip()]
     real = {name.strip() for name in args.real.split(",") if name.strip()}
-    rows = []
+    rows, checks = [], []
     with open_runtime(cluster=args.cluster) as runtime:
         for name in names:
             say(f"{name}: profile, then decisions")
@@ -75,6 +101,8 @@ def main(argv=None) -> int:
                       "exact throughput": exact,
                       f"best throughput ({thr_name})": thr_best}
             say(f"{name}: exact throughput gap {info['gap']}, {took:.1f} s")
+            checks.append({"model": name, **model_against_stream(
+                workload, throughput, [d for _, d in by_stream])})
             results = [None] * len(chosen)
             if name in real:
                 say(f"{name}: streams of {args.in_flight} in flight for real, in turns")
@@ -98,6 +126,8 @@ def main(argv=None) -> int:
     with pd.option_context("display.width", 200):
         print(pd.DataFrame(rows).to_string(index=False, na_rep="-",
                                            float_format=lambda v: f"{v:.3f}"))
+    print("\nthe exact placer's throughput model against the stream mode")
+    print(pd.DataFrame(checks).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return 0
 
 

@@ -42,6 +42,7 @@ from typing import Optional
 
 import numpy as np
 
+from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import EdgeTiming, edge_timing
 from tf_placeto.placers.problem import PlacementProblem
 
@@ -126,9 +127,8 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
     np.add.at(processors, sender, cost.sender_us)
     np.add.at(processors, receiver, cost.receiver_us)
     np.add.at(links, (sender, receiver), cost.wire_us)
-    task = problem.simulation.device_task
-    remote_tasks = 0 if task is None else len(set(task[np.unique(devices)].tolist()) - {0})
-    session = cost.message_us.sum() + problem.simulation.remote_task_us * remote_tasks
+    session = (cost.message_us.sum() + problem.simulation.remote_task_us
+               * len(remote_tasks(problem.simulation, devices)))
     return StreamLoads(processors, links, float(session))
 
 
@@ -154,16 +154,10 @@ def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> 
     shape = np.broadcast_shapes(np.shape(nbytes), np.shape(extra_us), crosses.shape)
     moving_us = np.broadcast_to(np.where(
         crosses, np.asarray(nbytes, np.float64) / problem.bytes_per_us[src, dst], 0.0), shape)
-    share = _or_zeros(simulation.link_copy_share, problem.n_devices)[src, dst]
-    fixed = _or_zeros(simulation.link_copy_us, problem.n_devices)[src, dst]
-    task = simulation.device_task
-    between = np.zeros(crosses.shape, bool) if task is None else task[src] != task[dst]
+    share, fixed = simulation.link_copy_share[src, dst], simulation.link_copy_us[src, dst]
+    between = simulation.device_task[src] != simulation.device_task[dst]
     message = np.broadcast_to(np.where(between, simulation.task_message_us, 0.0), shape)
     copy = np.where(crosses, share * moving_us + fixed, 0.0)
     wire = np.where(crosses, problem.latency_us[src, dst] - 2 * fixed - message
                     + (1 - 2 * share) * moving_us, 0.0)
     return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire, message)
-
-
-def _or_zeros(pairs: Optional[np.ndarray], n_devices: int) -> np.ndarray:
-    return np.zeros((n_devices, n_devices)) if pairs is None else pairs

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import EdgeTiming, edge_timing
 from tf_placeto.placers.objectives import (MODEL_SCORES, chain_heads,
                                            crossing_costs_us, run_order)
@@ -170,7 +171,7 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     program.constrain(np.zeros(len(first)), (1.0, np.repeat(busiest, len(first))),
                       (-cost.wire_us.T / ceiling, y.T))
     task = problem.simulation.device_task
-    remote = [] if task is None else sorted(set(task.tolist()) - {0})
+    remote = remote_tasks(problem.simulation, np.arange(n_devices))
     used = program.variables(len(remote), upper=1.0)
     for k, remote_task in enumerate(remote):
         on_task = np.flatnonzero(task == remote_task)
