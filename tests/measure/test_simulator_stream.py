@@ -41,6 +41,21 @@ def test_a_two_stage_chain_split_over_two_devices_doubles_throughput():
     assert one_at_a_time.steps_per_s == pytest.approx(1e6 / 203.0)   # + the transfer
 
 
+def test_the_sessions_work_for_a_split_takes_time_from_device_0():
+    """Two independent ops of 100 us on the devices of two tasks; each step of the split
+    costs the session 50 us (the remote task's RunGraph call), which the master runs in
+    task 0's process: on device 0, beside op 0, so a step every 150 us however many are in
+    flight, not every 100 us as if the session had a processor of its own."""
+    problem = make_problem([100.0, 100.0], n_devices=2)
+    problem.device_task = np.array([0, 1])
+    problem.remote_task_us = 50.0
+    for in_flight in (1, 2, 4):
+        assert simulate_stream(problem, [0, 1], in_flight=in_flight).steps_per_s \
+            == pytest.approx(1e6 / 150.0)
+        assert simulate_stream(problem, [0, 0], in_flight=in_flight).steps_per_s \
+            == pytest.approx(1e6 / 200.0)
+
+
 def test_a_variable_update_does_not_overlap_the_next_steps_update():
     """op0 holds a variable; op1 reads it, op2 computes, op3 updates it (through the handle).
     Each of the variable's ops waits for the same op of the step before, even with the

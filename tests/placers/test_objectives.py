@@ -29,16 +29,22 @@ def test_one_device_loads_only_its_processor(two_tasks):
 
 def test_a_transfer_is_split_among_the_processors_the_wire_and_the_session(two_tasks):
     """Each crossing's latency + bytes / bandwidth is paid once: a copy at each end, the
-    wire's share and the session's message; the remote task adds its RunGraph call."""
+    wire's share and the session's message; the remote task adds its RunGraph call. The
+    session's work is device 0's processor's (the master runs it in task 0's process)."""
     apart = np.arange(two_tasks.n_groups) % 2
     loads = stream_loads_us(two_tasks, apart)
     src, dst, nbytes, extra = two_tasks.all_edges()
     crosses = apart[src] != apart[dst]
     transfers = two_tasks.crossing_us(nbytes, 0.0, apart[src], apart[dst]).sum()
-    compute = two_tasks.compute_us[np.arange(two_tasks.n_groups), apart].sum()
+    compute = compute_of(two_tasks, apart).sum()
     spent = (loads.processors_us.sum() - compute - extra[crosses].sum() + loads.links_us.sum()
-             + loads.session_us - 400.0)
+             - 400.0)
     assert spent == pytest.approx(transfers)
+    assert loads.session_us == pytest.approx(400.0 + 30.0 * (
+        two_tasks.simulation.device_task[apart[src]]
+        != two_tasks.simulation.device_task[apart[dst]]).sum())
+    on_device_0 = compute_of(two_tasks, apart)[apart == 0].sum()
+    assert loads.processors_us[0] >= on_device_0 + loads.session_us
     cost = crossing_costs_us(two_tasks, nbytes[crosses], extra[crosses], apart[src][crosses],
                              apart[dst][crosses])
     assert cost.message_us == pytest.approx(np.full(crosses.sum(), 30.0))
@@ -54,7 +60,7 @@ def test_devices_that_feed_each_other_both_ways_are_scored_by_their_busiest_reso
     assert {(a, b) for a, b in zip(apart[src], apart[dst]) if a != b} == {(0, 1), (1, 0)}
     loads = stream_loads_us(two_tasks, apart)
     assert throughput_objective_us(two_tasks, apart) == max(
-        loads.processors_us.max(), loads.links_us.max(), loads.session_us) < np.inf
+        loads.processors_us.max(), loads.links_us.max()) < np.inf
 
 
 def test_where_no_processor_copies_a_transfer_loads_only_its_link(two_devices):
@@ -62,9 +68,14 @@ def test_where_no_processor_copies_a_transfer_loads_only_its_link(two_devices):
     their compute alone, and the bytes crossing load the link they take, one way."""
     apart = np.arange(two_devices.n_groups) % 2
     loads = stream_loads_us(two_devices, apart)
-    compute = two_devices.compute_us[np.arange(two_devices.n_groups), apart]
+    compute = compute_of(two_devices, apart)
     assert loads.processors_us == pytest.approx(np.bincount(apart, weights=compute))
     src, dst, nbytes, _ = two_devices.all_edges()
     one_way = (apart[src] == 0) & (apart[dst] == 1)
     assert loads.links_us[0, 1] == pytest.approx(
         two_devices.crossing_us(nbytes[one_way], 0.0, 0, 1).sum())
+
+
+def compute_of(problem, decision):
+    """Each group's compute on its device under `decision`."""
+    return problem.compute_us[np.arange(problem.n_groups), decision]

@@ -24,8 +24,9 @@ is its load per step, a group may start as soon as its device is free whatever i
 progress, and an edge that crosses devices adds its copies to both ends' loads (CPU workers
 serialize and deserialize it) and its consumer's remote extra to the receiver's: each
 device's load is then its processor's load of the throughput objective
-(objectives.stream_loads_us). Both drivers then pick by finish first: what a group adds to
-the busiest load is what counts.
+(objectives.stream_loads_us), less the session's work that objective adds to device 0 (a
+new task is paid as in the one-step schedule, by a later start). Both drivers then pick by
+finish first: what a group adds to the busiest load is what counts.
 The one-step schedule is built too, and the decision whose simulated stream is faster is
 kept (info "schedule"): steps in flight on TensorFlow's runtime move in convoys (they share
 each device op by op), so a decision that spreads each step's work evenly over the devices,

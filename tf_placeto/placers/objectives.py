@@ -22,11 +22,10 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
   - each device's processor: the compute of its groups, and for every edge that crosses
     devices (forward and feedback: both carry bytes every step) the copies of its bytes at
     the sender and at the receiver, and at the receiver what its consumer takes more with a
-    remote input;
+    remote input; device 0's also the session's work: a RunGraph call per remote task used,
+    a message per transfer between tasks (the master runs them in task 0's process);
   - each link, one way: the wire's share of every transfer on it (its latency and the bytes
-    the processors do not copy);
-  - the session, which ends every step: a RunGraph call per remote task used, a message per
-    transfer between tasks.
+    the processors do not copy).
   These are the op-level simulator's terms (measure.simulator), summed per step, and a
   transfer's latency + bytes / bandwidth split among them as the simulator splits it. No
   pipeline of stages in one order is asked for (Tarnawski et al.'s throughput model, which
@@ -103,14 +102,13 @@ MODEL_SCORES = {"latency": latency_objective_us, "throughput": throughput_object
 class StreamLoads:
     """Per step of a full stream, what each resource does (module doc)."""
 
-    processors_us: np.ndarray   # (n_devices,)
+    processors_us: np.ndarray   # (n_devices,): device 0's with the session's work
     links_us: np.ndarray        # (n_devices, n_devices): from row to column
-    session_us: float
+    session_us: float           # the session's part of processors_us[0]
 
     @property
     def busiest_us(self) -> float:
-        return float(max(self.processors_us.max(initial=0.0), self.links_us.max(initial=0.0),
-                         self.session_us))
+        return float(max(self.processors_us.max(initial=0.0), self.links_us.max(initial=0.0)))
 
 
 def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
@@ -129,6 +127,7 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
     np.add.at(links, (sender, receiver), cost.wire_us)
     session = (cost.message_us.sum() + problem.simulation.remote_task_us
                * len(remote_tasks(problem.simulation, devices)))
+    processors[0] += session
     return StreamLoads(processors, links, float(session))
 
 
@@ -139,7 +138,7 @@ class CrossingCosts:
     sender_us: np.ndarray     # the sender's processor: its copy of the bytes
     receiver_us: np.ndarray   # the receiver's: its copy, and its consumer's remote extra
     wire_us: np.ndarray       # the link from sender to receiver
-    message_us: np.ndarray    # the session's: a message between tasks
+    message_us: np.ndarray    # the session's (device 0's): a message between tasks
 
 
 def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> CrossingCosts:

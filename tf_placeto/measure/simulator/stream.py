@@ -6,11 +6,16 @@ the next step's first ops can already run on another. One simulated step cannot 
 
 The stream is the step's graph unrolled `steps` times and replayed by the one-step engine, so
 devices and links are shared, FIFO, exactly as within a step:
-- each step ends with a step-end op on a device of its own (the session's), which waits for
-  every op of the step with no successors and takes the step's remote-task cost
-  (`remote_task_us` per task other than the session's: their RunGraph calls) and its
-  messages' (`task_message_us` per transfer between tasks). A step's
-  latency runs from its start to its step-end op's end;
+- each step ends with a step-end op, which waits for every op of the step with no
+  successors. Where other tasks than the session's take part, it takes the step's
+  remote-task cost (`remote_task_us` per task other than the session's: their RunGraph
+  calls) and its messages' (`task_message_us` per transfer between tasks) on device 0, the
+  session's: the master runs those calls and the rendezvous in task 0's process, on the
+  processor its ops use, so with steps in flight they take time from that device's ops
+  (on a device of their own they overlapped every op, and splits streamed far faster than
+  for real: BUILD.md, "Streams of 4"). Otherwise the step-end op costs nothing and runs on
+  a device of its own, where it waits for nothing but the step. A step's latency runs from
+  its start to its step-end op's end;
 - step k + K starts when step k has ended: each op of the later step with no predecessors
   waits for step k's step-end op;
 - state orders steps: an op that touches a variable (the op holding it, every op that
@@ -39,7 +44,7 @@ from tf_placeto.measure.simulator.schedule import remote_tasks
 
 STEPS_PER_IN_FLIGHT = 4    # a stream long enough for a steady state: 4 K steps, at least 8
 MIN_STEPS = 8
-SESSION_DEVICE = "stream:session"
+STEP_END_DEVICE = "stream:step ends"   # runs the step-end ops that cost nothing
 
 
 @dataclasses.dataclass
@@ -96,11 +101,11 @@ class Stream:
         placement = np.asarray(placement, dtype=np.int64)
         step_ends = slice(steps * problem.n_ops, None)
         messages = simulate(problem, placement).task_transfers if problem.task_message_us else 0
-        self.unrolled.compute_us[step_ends, -1] = (
-            problem.remote_task_us * len(remote_tasks(problem, placement))
-            + problem.task_message_us * messages)
-        result = simulate(self.unrolled, np.concatenate([np.tile(placement, steps),
-                                                         np.full(steps, problem.n_devices)]))
+        session_us = (problem.remote_task_us * len(remote_tasks(problem, placement))
+                      + problem.task_message_us * messages)
+        self.unrolled.compute_us[step_ends, :] = session_us
+        result = simulate(self.unrolled, np.concatenate([
+            np.tile(placement, steps), np.full(steps, 0 if session_us else problem.n_devices)]))
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
         start[in_flight:] = step_end[:steps - in_flight]
@@ -133,10 +138,10 @@ def state_groups(problem: SimulationProblem) -> list:
 
 def unroll(problem: SimulationProblem, steps: int, in_flight: int,
            dependencies: Iterable[tuple] = ()) -> SimulationProblem:
-    """The stream as one graph on the problem's devices and the session's: op i of step k is
+    """The stream as one graph on the problem's devices and one more: op i of step k is
     op k * n_ops + i, step k's step-end op is steps * n_ops + k, with the edges of the module
-    docstring. The session's device runs only step-end ops, whose time (the last column of
-    compute_us) is 0 until Stream.simulate sets a placement's remote-task cost."""
+    docstring. The device added last runs step-end ops that cost nothing; their time is 0
+    until Stream.simulate sets a placement's session cost (module docstring)."""
     n, n_tensors = problem.n_ops, len(problem.tensor_producer)
     op_offset = (np.arange(steps) * n)[:, None]
     tensor_offset = (np.arange(steps) * n_tensors)[:, None]
@@ -172,7 +177,7 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
         + [f"step end@{k}" for k in range(steps)],
         compute_us=compute, remote_extra_us=remote_extra, remote_input_us=remote_input,
         device_type_of=np.append(problem.device_type_of, n_types),
-        device_names=[*problem.device_names, SESSION_DEVICE],
+        device_names=[*problem.device_names, STEP_END_DEVICE],
         tensor_producer=(problem.tensor_producer + op_offset).ravel(),
         tensor_bytes=np.tile(problem.tensor_bytes, steps),
         edge_tensor=(problem.edge_tensor + tensor_offset).ravel(),

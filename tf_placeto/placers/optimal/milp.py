@@ -152,9 +152,9 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
 def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
                      ceiling: float) -> np.ndarray:
     """The busiest load of objectives.throughput_objective_us, in units of `ceiling`: a row
-    for each device's processor, each link one way and the session, whose load `busiest` is
-    at least; used[t] is at least 1 when the decision puts a group on a device of remote
-    task t (its RunGraph call is the session's)."""
+    for each device's processor (device 0's with the session's work) and each link one way,
+    whose load `busiest` is at least; used[t] is at least 1 when the decision puts a group on
+    a device of remote task t (its RunGraph call is the session's)."""
     n_devices = problem.n_devices
     compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
     src, dst, nbytes, extra = problem.all_edges()
@@ -163,13 +163,9 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
                              second[None, :])
     busiest = program.variables(1, upper=1.0 + MIP_REL_GAP)
     devices = np.arange(n_devices)[:, None, None]
+    session = (np.arange(n_devices) == 0)[:, None].astype(np.float64)   # its row: device 0
     processor = (cost.sender_us[None] * (first == devices)
-                 + cost.receiver_us[None] * (second == devices)) / ceiling
-    program.constrain(np.zeros(n_devices), (1.0, np.repeat(busiest, n_devices)),
-                      (-compute.T, x.T), (-processor.reshape(n_devices, -1),
-                                          np.broadcast_to(y.ravel(), (n_devices, y.size))))
-    program.constrain(np.zeros(len(first)), (1.0, np.repeat(busiest, len(first))),
-                      (-cost.wire_us.T / ceiling, y.T))
+                 + cost.receiver_us[None] * (second == devices)).reshape(n_devices, -1)
     task = problem.simulation.device_task
     remote = remote_tasks(problem.simulation, np.arange(n_devices))
     used = program.variables(len(remote), upper=1.0)
@@ -178,10 +174,14 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
         program.constrain(np.zeros((problem.n_groups, len(on_task))),
                           (1.0, np.full((problem.n_groups, len(on_task)), used[k])),
                           (-1.0, x[:, on_task]))
-    program.constrain(np.zeros(1), (1.0, busiest), (-cost.message_us.ravel()[None] / ceiling,
-                                                    y.ravel()[None]),
-                      (np.full((1, len(remote)), -problem.simulation.remote_task_us / ceiling),
-                       used[None]))
+    program.constrain(
+        np.zeros(n_devices), (1.0, np.repeat(busiest, n_devices)), (-compute.T, x.T),
+        (-(processor + session * cost.message_us.ravel()[None]) / ceiling,
+         np.broadcast_to(y.ravel(), (n_devices, y.size))),
+        (-session * np.full((1, len(remote)), problem.simulation.remote_task_us / ceiling),
+         np.broadcast_to(used, (n_devices, len(remote)))))
+    program.constrain(np.zeros(len(first)), (1.0, np.repeat(busiest, len(first))),
+                      (-cost.wire_us.T / ceiling, y.T))
     return busiest
 
 
