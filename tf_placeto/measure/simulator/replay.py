@@ -10,7 +10,7 @@ import pandas as pd
 
 from tf_placeto.measure.simulator import engine
 from tf_placeto.measure.simulator.arrays import SimulationProblem
-from tf_placeto.measure.simulator.schedule import remote_tasks, schedule_frame
+from tf_placeto.measure.simulator.schedule import schedule_frame, session_us
 
 
 @dataclasses.dataclass
@@ -54,9 +54,7 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
                    copy_end.max(initial=0.0))
     messages = int(np.sum(problem.device_task[transfer_src] != problem.device_task[transfer_dst]))
     # after the schedule: the other tasks' RunGraph calls, and the messages between tasks
-    tasks_us = (problem.remote_task_us * len(remote_tasks(problem, placement))
-                if problem.remote_task_us else 0.0)
-    step = last_end + tasks_us + problem.task_message_us * messages
+    step = last_end + session_us(problem, placement, messages)
     excess = np.maximum(peak - problem.memory_capacity, 0.0)
     result = SimulationResult(step_time_us=float(step), busy_us=busy,
                               peak_memory_bytes=peak.astype(np.int64),

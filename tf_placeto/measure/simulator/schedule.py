@@ -57,6 +57,14 @@ def _remote_task_rows(problem, placement, last_end_us: float, names,
                          "bytes": 0})
 
 
+def session_us(problem, placement, task_messages: int) -> float:
+    """The session's work for a step of `placement` that sends `task_messages` messages
+    between tasks: a RunGraph call per remote task, and the messages' cost."""
+    tasks_us = (problem.remote_task_us * len(remote_tasks(problem, placement))
+                if problem.remote_task_us else 0.0)
+    return tasks_us + problem.task_message_us * task_messages
+
+
 def remote_tasks(problem, placement) -> np.ndarray:
     """The processes besides the session's own (task 0) that run part of the step: each
     costs a RunGraph call and its partition's start and end per step."""

@@ -40,7 +40,7 @@ import numpy as np
 
 from tf_placeto.measure.simulator.arrays import SimulationProblem
 from tf_placeto.measure.simulator.replay import simulate
-from tf_placeto.measure.simulator.schedule import remote_tasks
+from tf_placeto.measure.simulator.schedule import session_us
 
 STEPS_PER_IN_FLIGHT = 4    # a stream long enough for a steady state: 4 K steps, at least 8
 MIN_STEPS = 8
@@ -101,11 +101,10 @@ class Stream:
         placement = np.asarray(placement, dtype=np.int64)
         step_ends = slice(steps * problem.n_ops, None)
         messages = simulate(problem, placement).task_transfers if problem.task_message_us else 0
-        session_us = (problem.remote_task_us * len(remote_tasks(problem, placement))
-                      + problem.task_message_us * messages)
-        self.unrolled.compute_us[step_ends, :] = session_us
+        session = session_us(problem, placement, messages)
+        self.unrolled.compute_us[step_ends, :] = session
         result = simulate(self.unrolled, np.concatenate([
-            np.tile(placement, steps), np.full(steps, 0 if session_us else problem.n_devices)]))
+            np.tile(placement, steps), np.full(steps, 0 if session else problem.n_devices)]))
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
         start[in_flight:] = step_end[:steps - in_flight]
