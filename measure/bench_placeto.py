@@ -33,7 +33,8 @@ def best_algorithm(workload, problem) -> tuple:
     from tf_placeto import methods
 
     return min((problem.simulate(workload.decide(spec.name, problem).group_devices)
-                .step_time_us, spec.name) for spec in methods.specs() if not spec.options)
+                .step_time_us, spec.name) for spec in methods.specs()
+               if not spec.options and spec.time_limit_s is None)
 
 
 def main(argv=None) -> int:

@@ -12,8 +12,9 @@ from tf_placeto import cli, methods
 from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.registry import Option, PlacerSpec, discover
 
-# The placers without options decide directly: no search budget, no time limit.
-DIRECT = [spec.name for spec in methods.specs() if not spec.options]
+# The placers without options or a time limit decide directly: no search.
+DIRECT = [spec.name for spec in methods.specs()
+          if not spec.options and spec.time_limit_s is None]
 # Those that split the graph to meet a memory limit (the expert without layers is single).
 SPLITTING = [name for name in DIRECT
              if methods.spec(name).memory == "replans" and name != "expert"]
@@ -48,7 +49,8 @@ def test_every_placer_obeys_the_problems_rules(method, two_devices):
 
 def test_every_placer_is_registered_in_report_order():
     shipped = ["single", "expert", "round_robin", "random", "metis", "m_topo", "m_etf",
-               "m_sct", "heft", "optimal", "rnn", "placeto"]    # each runs in the tests below
+               "m_sct", "heft", "hill_climb", "optimal", "rnn",
+               "placeto"]    # each runs in the tests below
     assert [name for name in methods.names() if name in shipped] == shipped
     orders = [spec.order for spec in methods.specs()]
     assert orders == sorted(orders)
