@@ -33,22 +33,31 @@ def place(problem: PlacementProblem, *, seed: int = 0,
     deadline = time.monotonic() + time_limit
     name, decision = min(fast_decisions(problem), key=lambda c: _score(problem, c[1]))
     score = _score(problem, decision)
-    evaluations, moves, sweeps = 0, 0, 0
-    improved = True
-    while improved and time.monotonic() < deadline:
-        improved, sweeps = False, sweeps + 1
-        for group in range(problem.n_groups):
-            for device in np.flatnonzero(problem.allowed[group]):
-                if device == decision[group] or time.monotonic() >= deadline:
-                    continue
-                trial = decision.copy()
-                trial[group] = device
-                trial_score = _score(problem, trial)
-                evaluations += 1
-                if _better(trial_score, score):
-                    decision, score, improved, moves = trial, trial_score, True, moves + 1
+    evaluations, moves, sweeps, converged = 0, 0, 0, False
+    while not converged and time.monotonic() < deadline:
+        sweeps += 1
+        converged = True                 # unless this sweep moves a group or runs out of time
+        for group, device in _moves(problem):
+            if time.monotonic() >= deadline:
+                converged = False
+                break
+            if device == decision[group]:
+                continue
+            trial = decision.copy()
+            trial[group] = device
+            trial_score = _score(problem, trial)
+            evaluations += 1
+            if _better(trial_score, score):
+                decision, score, moves, converged = trial, trial_score, moves + 1, False
     return decision, {"start": name, "moves": moves, "sweeps": sweeps,
-                      "evaluations": evaluations, "converged": not improved}
+                      "evaluations": evaluations, "converged": converged}
+
+
+def _moves(problem: PlacementProblem):
+    """(group, device) of one sweep: every group in id order, to each device with its kernel."""
+    for group in range(problem.n_groups):
+        for device in np.flatnonzero(problem.allowed[group]):
+            yield group, int(device)
 
 
 def _score(problem: PlacementProblem, decision: np.ndarray) -> tuple:
