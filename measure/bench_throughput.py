@@ -11,12 +11,14 @@ For each model (of measure/real_models.py, else a bundled example) profiled on t
   proven gap and the seconds it took;
 - the best latency placement: of the fast placers' decisions and the exact latency one, the
   shortest simulated step;
-- the best throughput placement: of the exact throughput decision and the fast placers'
-  decisions under the throughput objective, the fewest simulated seconds per step;
+- the best throughput placement: of the exact throughput decision, hill_climb's and the
+  fast placers' decisions under the throughput objective, the fewest simulated seconds per
+  step;
 each simulated as a stream of `--in-flight` steps (ms per step once full). How well the exact
 placer's model ranks streams is printed per model too: its throughput objective against the
-stream mode over the fast placers' decisions, the exact one and MODEL_CHECK_PLACEMENTS diverse
-ones (fitting.calibration_placements), as Spearman and median relative error. For the models
+stream mode over the fast placers' decisions, the exact one, hill_climb's and
+MODEL_CHECK_PLACEMENTS diverse ones (fitting.calibration_placements), as Spearman and median
+relative error. For the models
 of `--real`, the three are then timed for real as streams, in turns (`tf-placeto measure
 --stream K`), until `--budget` seconds end after six rounds: ms per step and the ratio to the
 best latency placement with its 95% interval. Target (issue 17): the exact throughput
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.measure.noise import CONFIDENCE, rounds_for
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.placers import optimal
+    from tf_placeto.placers import hill_climb, optimal
     from tf_placeto.placers.common import fast_decisions
     from tf_placeto.workload import load_workload
 
@@ -95,7 +97,9 @@ def main(argv=None) -> int:
             by_step = fast_decisions(latency) + [
                 ("optimal", optimal.place(latency, time_limit=args.time_limit)[0])]
             lat_name, lat_best = min(by_step, key=lambda c: latency.evaluate(c[1]).us_per_step)
-            by_stream = [("optimal", exact)] + fast_decisions(throughput)
+            by_stream = [("optimal", exact),
+                         ("hill_climb", hill_climb.place(throughput)[0])] + fast_decisions(
+                             throughput)
             thr_name, thr_best = min(by_stream, key=lambda c: throughput.evaluate(c[1]).us_per_step)
             chosen = {f"best latency ({lat_name})": lat_best,
                       "exact throughput": exact,
