@@ -29,12 +29,11 @@ import time
 
 def best_algorithm(workload, problem) -> tuple:
     """(simulated step in us, name) of the algorithmic placer that does best on `problem`: of
-    those that decide directly, without options (no search budget, no time limit)."""
+    those that decide directly (PlacerSpec.direct: no search budget, no time limit)."""
     from tf_placeto import methods
 
     return min((problem.simulate(workload.decide(spec.name, problem).group_devices)
-                .step_time_us, spec.name) for spec in methods.specs()
-               if not spec.options and spec.time_limit_s is None)
+                .step_time_us, spec.name) for spec in methods.specs() if spec.direct)
 
 
 def main(argv=None) -> int:

@@ -12,9 +12,8 @@ from tf_placeto import cli, methods
 from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.registry import Option, PlacerSpec, discover
 
-# The placers without options or a time limit decide directly: no search.
-DIRECT = [spec.name for spec in methods.specs()
-          if not spec.options and spec.time_limit_s is None]
+# The placers that decide directly: no search budget, no time limit.
+DIRECT = [spec.name for spec in methods.specs() if spec.direct]
 # Those that split the graph to meet a memory limit (the expert without layers is single).
 SPLITTING = [name for name in DIRECT
              if methods.spec(name).memory == "replans" and name != "expert"]

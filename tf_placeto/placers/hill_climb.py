@@ -31,8 +31,8 @@ def place(problem: PlacementProblem, *, seed: int = 0,
           time_limit: float = TIME_LIMIT_S) -> tuple:
     """seed: unused (deterministic). time_limit: seconds for the whole decision."""
     deadline = time.monotonic() + time_limit
-    name, decision = min(fast_decisions(problem), key=lambda c: _score(problem, c[1]))
-    score = _score(problem, decision)
+    name, decision, score = min(((placer, d, _score(problem, d))
+                                 for placer, d in fast_decisions(problem)), key=lambda c: c[2])
     evaluations, moves, sweeps, converged = 0, 0, 0, False
     while not converged and time.monotonic() < deadline:
         sweeps += 1

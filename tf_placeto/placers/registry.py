@@ -82,6 +82,12 @@ class PlacerSpec:
     workload: tuple = ()
     objectives: tuple = ()
 
+    @property
+    def direct(self) -> bool:
+        """Decides without a search budget or a time limit: no options, no time_limit_s (the
+        benchmarks' "best algorithm" is the best of these)."""
+        return not self.options and self.time_limit_s is None
+
     def __post_init__(self):
         if self.memory not in MEMORY_KINDS:
             raise ValueError(f"placer {self.name}: memory must be one of "
