@@ -134,6 +134,7 @@ def _bad_inputs(mlp_model, inspected, tmp):
     (["measure", "m", "--timeout", "nan"], "--timeout: must be a finite number of seconds"),
     (["measure", "m", "--time-budget", "0"], "--time-budget: must be a finite number"),
     (["measure", "m", "--warmup", "-1"], "--warmup: must be at least 0, not -1"),
+    (["measure", "m", "--sessions", "0"], "--sessions: must be at least 1, not 0"),
     (["measure", "m", "--repeats", "2.5"], "--repeats"),
     (["profile", "m", "--runs", "0"], "--runs: must be at least 1, not 0"),
     (["profile", "m", "--calibrate", "-3"], "--calibrate: must be at least 0, not -3"),
@@ -222,13 +223,16 @@ def test_measure_runs_several_placements_and_simulates_them(mlp_model, inspected
     assert simulated[1]["busy_s"]["/device:CPU:0"] < simulated[1]["busy_s"]["/device:CPU:1"]
 
 
-def test_measure_on_a_local_cluster(mlp_model, inspected, tmp_path):
+def test_measure_on_a_local_cluster_in_two_sets_of_sessions(mlp_model, inspected, tmp_path):
     tasks = [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in range(2)]
     placement = _placement_file(inspected, tmp_path / "tasks.json", tasks)
     result = run_cli("measure", mlp_model, "--cluster", "local:2", "--placement", placement,
-                     "--repeats", "2", "--cache", str(tmp_path / "cache"))
+                     "--repeats", "4", "--sessions", "2", "--cache", str(tmp_path / "cache"),
+                     "--json")
     assert result.returncode == 0, result.stderr
-    assert "ok" in result.stdout and placement in result.stdout
+    [row] = json.loads(result.stdout)
+    assert row["label"] == placement and row["status"] == "ok"
+    assert row["runs"] == 4                           # 2 rounds in each set, pooled
 
 
 @pytest.mark.parametrize("args, message", [

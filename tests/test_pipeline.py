@@ -100,8 +100,8 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
     cannot be made certain, and the decision is what is checked."""
     calls = []
 
-    def measured(workload, problem, runtime, placements, labels, budget_s):
-        calls.append(labels)
+    def measured(workload, problem, runtime, placements, labels, budget_s, sessions=1):
+        calls.append((labels, sessions))
         ratios = [1.0, 0.7] if len(calls) == 1 else [1.0, again]
         return [_measured(label, ratio - 0.02, ratio, ratio + 0.02)
                 for label, ratio in zip(labels, ratios)]
@@ -109,7 +109,8 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
     monkeypatch.setattr(pipeline, "_measure", measured)
     outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), "metis",
                            cache=str(tmp_path))
-    assert calls == [["as written", "metis"], ["as written", "metis, again"]]
+    assert calls == [(["as written", "metis"], 1),
+                     (["as written", "metis, again"], pipeline.CONFIRM_SESSIONS)]
     assert (outcome.placement is not None) == written
     assert outcome.again == 0 and (outcome.winner == 0) == written
     if written:

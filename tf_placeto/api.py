@@ -115,7 +115,7 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                   repeats: Union[int, str] = "auto", warmup: int = 1, timeout_s: float = 600.0,
                   budget_s: float = 60.0, cache: Optional[str] = None,
                   signature: Optional[str] = None, tag_set: Optional[str] = None,
-                  trace: Optional[str] = None, stream: int = 0) -> list:
+                  trace: Optional[str] = None, stream: int = 0, sessions: int = 1) -> list:
     """Step times of `source` under each placement (None: as written; a dict or a JSON
     file of op -> device), as MeasureResults. For real, on the devices or cluster, the
     placements are timed in turns (tf_placeto.measure.interleaved): each median has an
@@ -126,11 +126,16 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
     placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule).
     stream: K > 0 runs K steps at once, as a server answers concurrent requests (for real:
     threads over one session per placement), and each figure is seconds per step once the
-    stream is full, 1 / steps per second (MeasureResult.stream)."""
+    stream is full, 1 / steps per second (MeasureResult.stream). sessions: for real, each
+    placement is loaded anew this many times, one set of sessions after the other, and their
+    rounds pooled (measure_interleaved: one session of a split can run slower than another
+    for as long as it is open)."""
     if stream and trace:
         raise InputError("a trace shows one step: leave out the stream to write traces")
     if stream < 0:
         raise InputError(f"stream must be a count of steps in flight, not {stream}")
+    if sessions < 1:
+        raise InputError(f"sessions must be a count of at least 1, not {sessions}")
     with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set) as (
             graph, placements, runtime, device_set):
         if simulate:
@@ -143,7 +148,7 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s, journal_dir=directory,
-                                          stream=stream)
+                                          stream=stream, sessions=sessions)
             fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)

@@ -202,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
                               "known to 5%%, or --time-budget ends)")
     measure.add_argument("--time-budget", type=_seconds, default=60.0, metavar="S",
                          help="seconds of rounds that --repeats auto may spend (default 60)")
+    measure.add_argument("--sessions", type=_count(1), default=1, metavar="N",
+                         help="load each placement anew N times, one set of sessions after "
+                              "the other, sharing the rounds and --time-budget, and pool "
+                              "their rounds: one session of a split can run slower than "
+                              "another for as long as it is open (default 1)")
     measure.add_argument("--warmup", type=_count(0), default=1, metavar="N",
                          help="untimed runs first (default 1)")
     measure.add_argument("--timeout", type=_seconds, default=600.0, metavar="S",
@@ -494,7 +499,7 @@ def _measure(args) -> int:
                                 timeout_s=args.timeout, budget_s=args.time_budget,
                                 cache=args.cache,
                                 signature=args.signature, tag_set=args.tag_set, trace=args.trace,
-                                stream=args.stream)
+                                stream=args.stream, sessions=args.sessions)
     if args.json:
         print(json.dumps([{**r.to_json(), **({"steps_per_s": r.steps_per_s}
                                               if r.steps_per_s else {})} for r in results]))

@@ -47,6 +47,11 @@ MEASURED_CANDIDATES = 3
 MAX_MEASURED_CANDIDATES = 5
 SIMULATOR_ERROR = 0.15
 MEASURE_BUDGET_S = 60.0
+# The fastest candidate is measured again in this many sets of new sessions, their rounds
+# pooled: one session of a split can run slower than another for as long as it is open (1 in
+# 30 to 1 in 5 of the branches model's), and one such session alone kept a split that ran
+# 0.73x in place's turns from being written (BUILD.md, "Real wins").
+CONFIRM_SESSIONS = 3
 
 
 @dataclasses.dataclass
@@ -100,9 +105,10 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     kept only if it is faster than the graph as written beyond the noise: the whole 95%
     interval of its round-by-round ratio lies under 1. That takes at least six rounds
     (noise.rounds_for), which run even when `measure_budget_s` has passed. The fastest such
-    candidate is then measured again against the graph as written, both in new sessions, and
-    kept only if it wins again: one session of a graph can run 10% faster than another of the
-    same graph for as long as it is open (BUILD.md), which no interval over rounds sees.
+    candidate is then measured again against the graph as written, in CONFIRM_SESSIONS sets of
+    new sessions, and kept only if it wins again over their pooled rounds: one session of a
+    graph can run 10% faster than another of the same graph for as long as it is open
+    (BUILD.md), which no interval over the rounds of one session sees.
 
     pins: {op name: device} for ops that must stay where they are (a tf.function's variables
     live on their caller's devices). options: the placers' options (methods' option names).
@@ -143,7 +149,7 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
                      candidates[best].method)
             outcome.confirmed = _measure(workload, problem, runtime, [None, placements[best]],
                                          ["as written", f"{candidates[best].method}, again"],
-                                         measure_budget_s)
+                                         measure_budget_s, sessions=CONFIRM_SESSIONS)
             _record(workload, runtime, [None, placements[best]], outcome.confirmed)
             if _faster_beyond_noise(outcome.confirmed[1:]) is not None:
                 outcome.winner = best
@@ -167,13 +173,14 @@ def _timed_as(problem: PlacementProblem) -> str:
 
 
 def _measure(workload: Workload, problem: PlacementProblem, runtime: Runtime,
-             placements: list, labels: list, budget_s: float) -> list:
-    """Real results of `placements` timed in turns, each in a session of its own, for at
-    least the rounds a 95% interval needs; streams under the throughput objective."""
+             placements: list, labels: list, budget_s: float, sessions: int = 1) -> list:
+    """Real results of `placements` timed in turns, in `sessions` sets of sessions of their
+    own, for at least the rounds a 95% interval needs; streams under the throughput
+    objective."""
     return measure_interleaved(workload.graph, runtime, placements, labels, budget_s=budget_s,
                                min_rounds=rounds_for(CONFIDENCE), trace=False,
                                journal_dir=workload.profile_dir,
-                               stream=problem.steps_in_flight)
+                               stream=problem.steps_in_flight, sessions=sessions)
 
 
 def _record(workload: Workload, runtime: Runtime, placements: list, results: list) -> None:

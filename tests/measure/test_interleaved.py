@@ -15,6 +15,7 @@ import tf_placeto as tp
 from tests.helpers import REPO, kill_later, spinner_model, two_buffers_model
 from tf_placeto.measure.cluster import LocalCluster, _data_memory_bytes
 from tf_placeto.measure.interleaved import measure_interleaved
+from tf_placeto.measure.runner import ModelRunner
 from tf_placeto.measure.runtime import Runtime
 
 
@@ -30,6 +31,31 @@ def test_placements_in_turns_get_intervals_and_ratios_to_the_first(mlp_model):
             <= result.ratio_to_first["high"]
         assert result.peak_memory_bytes and result.trace is not None
     assert results[0].ratio_to_first["median"] == 1.0          # the first, against itself
+
+
+def test_sets_of_new_sessions_pool_their_rounds(mlp_model, monkeypatch):
+    graph = tp.import_graph(mlp_model)
+    on = {op.name: "/device:CPU:1" for op in graph.ops}
+    opened = []
+    session = ModelRunner.session
+
+    def counted(self, runtime, placement=None, timeout_s=600.0):
+        opened.append(placement is not None)
+        return session(self, runtime, placement, timeout_s)
+
+    monkeypatch.setattr(ModelRunner, "session", counted)
+    results = measure_interleaved(graph, Runtime.local(tp.DeviceSet.local(2)), [None, on],
+                                  repeats=7, sessions=3, trace=False)
+    assert opened == [False, True] * 3                 # each placement loaded anew per set
+    assert [r.status for r in results] == ["ok"] * 2
+    assert all(r.runs == 7 for r in results)           # 3 + 2 + 2 rounds, pooled
+    assert results[1].ratio_to_first["low"] <= results[1].ratio_to_first["high"]
+    # "auto": the first set decides how many rounds a set runs, and the second runs as many
+    opened.clear()
+    auto = measure_interleaved(graph, Runtime.local(tp.DeviceSet.local(2)), [None, on],
+                               budget_s=1.0, sessions=2, trace=False)
+    assert opened == [False, True] * 2
+    assert auto[0].runs == auto[1].runs and auto[0].runs % 2 == 0 and auto[0].runs >= 4
 
 
 def test_a_dead_master_ends_one_placement_and_the_others_are_measured(tmp_path, cluster):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import time
 from typing import Mapping, Optional, Sequence, Union
 
@@ -29,6 +30,8 @@ from tf_placeto.placement import Placement
 
 log = logging.getLogger(__name__)
 
+SET_ROUNDS = 2     # the fewest rounds a set of new sessions runs where there are several
+
 
 def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         placements: Sequence[Optional[Mapping]],
@@ -36,7 +39,8 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
                         repeats: Union[int, str] = "auto", warmup: int = 1,
                         timeout_s: float = 600.0, budget_s: float = 60.0,
                         max_rounds: int = MAX_ROUNDS, min_rounds: int = 2, trace: bool = True,
-                        journal_dir: Optional[str] = None, stream: int = 0) -> list:
+                        journal_dir: Optional[str] = None, stream: int = 0,
+                        sessions: int = 1) -> list:
     """One MeasureResult per placement (None: the graph as written), timed in turns.
 
     repeats: rounds, or "auto" (see noise.interleave: until the intervals are narrow,
@@ -49,9 +53,15 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     same measurement cut short before resumes from them. stream: K > 0 times, each round, a
     stream of steps K at a time (StepSession.stream_step) instead of one step: the figures
     are seconds per step once the stream is full.
+    sessions: how many times every placement is loaded into a new session, one set of
+    sessions after the other, each set timed in turns; the rounds of all the sets are
+    pooled. A count of `repeats` is shared out among the sets; with "auto" the first set
+    runs by its rules with a `sessions`-th of `budget_s` and of `max_rounds` (at least
+    SET_ROUNDS rounds, and its share of `min_rounds`), and every later set runs as many
+    rounds as it did, so each set weighs alike. One session of a split graph can run slower than another of the same graph for
+    as long as it is open (BUILD.md, "Real wins"), so the rounds of one set are one draw of
+    that; several sets average it out.
     """
-    import tensorflow as tf  # heavy: loaded on the first real run
-
     devices = DeviceSet.from_strings(runtime.device_names)
     labels = list(labels or [f"placement {i}" for i in range(len(placements))])
     full = [Placement(p).validate(graph, devices) if p else None for p in placements]
@@ -60,62 +70,110 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     journal = None if journal_dir is None else RoundJournal(
         journal_dir, [stored_key(graph, p) for p in full],
         {"devices": runtime.device_names, "warmup": warmup, "repeats": repeats,
-         "max_rounds": max_rounds, **({"stream": stream} if stream else {})})
+         "max_rounds": max_rounds, **({"stream": stream} if stream else {}),
+         **({"sessions": sessions} if sessions > 1 else {})})
     kept_rounds, kept_failures, kept_s = journal.restore() if journal else ([], {}, 0.0)
     if kept_rounds or kept_failures:
         log.info(f"resuming a measurement in turns that was cut short: {len(kept_rounds)} "
                  f"rounds and {len(kept_failures)} failed placements kept ({journal.path})")
     for index, (status, reason) in kept_failures.items():
         results[index].status, results[index].reason = status, reason
-    sessions = _Sessions(ModelRunner(graph), runtime, full, warmup, timeout_s, stream)
-    with sessions:
-        for index in range(len(full)):
-            if index in kept_failures:
-                continue
-            error = sessions.open(index)
-            if error is not None:
-                _fail(results, index, error, timeout_s, journal)
-        running = list(sessions.open_indices)
-        earlier = _earlier_times(kept_rounds, running)
-        started = time.perf_counter()
-
-        def after_round(rounds: int, series: list) -> None:
-            bar.update(1)
-            for index, runs in zip(running, series):
-                if isinstance(runs.error, (tf.errors.OpError, WorkerDied)) \
-                        and results[index].status == OK:
-                    _fail(results, index, runs.error, timeout_s, journal)
-            if journal is not None:
-                times = {index: runs.times_s[rounds - 1] for index, runs in zip(running, series)
-                         if len(runs.times_s) >= rounds}
-                journal.record_round([times.get(index) for index in range(len(full))],
-                                     kept_s + time.perf_counter() - started)
-
-        with progress(desc="measuring in turns", unit="round", leave=False,
-                      initial=len(earlier[0]) if earlier else 0) as bar:
-            series = interleave([sessions.stepper(index) for index in running], repeats,
-                                budget_s, on_round=after_round, max_rounds=max_rounds,
-                                earlier=earlier, earlier_s=kept_s, min_rounds=min_rounds)
-        for index, runs in zip(running, series):
-            result = results[index]             # a failed step was marked after its round
-            if runs.error is not None and not isinstance(runs.error, (tf.errors.OpError,
-                                                                      WorkerDied)):
-                raise runs.error
-            if result.status == OK and index in sessions.errors:   # not opened again
-                _fail(results, index, sessions.errors[index], timeout_s, journal)
-            if runs.times_s:
-                result.set_times(runs.times_s)
-            if result.status == OK and trace:
-                try:
-                    result.trace = sessions.traced_step(index)
-                except (tf.errors.OpError, WorkerDied) as error:
-                    result.status, result.reason = failure(error, timeout_s)
-                    continue
-                result.peak_memory_bytes = step_stats.peak_memory_bytes(result.trace)
-    _compare_in_pairs(results, {index: runs.times_s for index, runs in zip(running, series)})
+    runner = ModelRunner(graph)
+    pooled: dict = {}                  # index -> its times of every set so far
+    started = time.perf_counter() - kept_s
+    per_set = None                     # rounds of the first set, which every later set runs
+    with progress(desc="measuring in turns", unit="round", leave=False,
+                  initial=len(kept_rounds)) as bar:
+        for set_index in range(sessions):
+            with _Sessions(runner, runtime, full, warmup, timeout_s, stream) as opened:
+                running = _open_all(opened, results, timeout_s, journal)
+                earlier = (_earlier_times(kept_rounds, running) if set_index == 0
+                           else _pooled_times(pooled, running))
+                done_before = len(earlier[0]) if earlier else 0
+                if repeats != "auto":  # a count: each set its share of it
+                    set_repeats = set_max_rounds = set_min_rounds = math.ceil(
+                        int(repeats) * (set_index + 1) / sessions)
+                elif per_set is None:  # the first set: the measurement's own rule, its share
+                    set_repeats, set_max_rounds = repeats, math.ceil(max_rounds / sessions)
+                    set_min_rounds = max(SET_ROUNDS if sessions > 1 else 0,
+                                         math.ceil(min_rounds / sessions))
+                else:
+                    set_repeats = set_max_rounds = set_min_rounds = done_before + per_set
+                series = interleave(
+                    [opened.stepper(index) for index in running], set_repeats,
+                    budget_s / sessions,
+                    on_round=_after_round(bar, running, results, timeout_s, journal, started),
+                    max_rounds=set_max_rounds, earlier=earlier,
+                    earlier_s=kept_s if set_index == 0 else 0.0, min_rounds=set_min_rounds)
+                if per_set is None:
+                    per_set = max(SET_ROUNDS, min((len(runs.times_s) for runs in series
+                                                   if runs.error is None), default=0)
+                                  - done_before)
+                for index, runs in zip(running, series):
+                    _end_series(opened, results, index, runs, timeout_s, journal)
+                    pooled[index] = runs.times_s
+                    if set_index == sessions - 1 and trace and results[index].status == OK:
+                        _trace(opened, results[index], index, timeout_s)
+    for index, times in pooled.items():
+        if times:
+            results[index].set_times(times)
+    _compare_in_pairs(results, pooled)
     if journal is not None:
         journal.finish()
     return results
+
+
+def _open_all(opened: "_Sessions", results: list, timeout_s: float, journal) -> list:
+    """Open a session for each placement not failed yet; the indices that opened."""
+    for index, result in enumerate(results):
+        if result.status == OK:
+            error = opened.open(index)
+            if error is not None:
+                _fail(results, index, error, timeout_s, journal)
+    return list(opened.open_indices)
+
+
+def _after_round(bar, running: list, results: list, timeout_s: float, journal, started: float):
+    """interleave's on_round: the progress bar, a failed step's placement marked, the round
+    kept in the journal."""
+    import tensorflow as tf  # heavy: loaded on the first real run
+
+    def after_round(rounds: int, series: list) -> None:
+        bar.update(1)
+        for index, runs in zip(running, series):
+            if isinstance(runs.error, (tf.errors.OpError, WorkerDied)) \
+                    and results[index].status == OK:
+                _fail(results, index, runs.error, timeout_s, journal)
+        if journal is not None:
+            times = {index: runs.times_s[rounds - 1] for index, runs in zip(running, series)
+                     if len(runs.times_s) >= rounds}
+            journal.record_round([times.get(index) for index in range(len(results))],
+                                 time.perf_counter() - started)
+    return after_round
+
+
+def _end_series(opened: "_Sessions", results: list, index: int, runs, timeout_s: float,
+                journal) -> None:
+    """After a set's rounds: an error that is not TensorFlow's goes on up; a session that
+    could not be opened again after a worker died marks its placement failed."""
+    import tensorflow as tf  # heavy: loaded on the first real run
+
+    if runs.error is not None and not isinstance(runs.error, (tf.errors.OpError, WorkerDied)):
+        raise runs.error
+    if results[index].status == OK and index in opened.errors:    # not opened again
+        _fail(results, index, opened.errors[index], timeout_s, journal)
+
+
+def _trace(opened: "_Sessions", result: MeasureResult, index: int, timeout_s: float) -> None:
+    """One traced step of `index`: the step as `result.trace` and its peak memory."""
+    import tensorflow as tf  # heavy: loaded on the first real run
+
+    try:
+        result.trace = opened.traced_step(index)
+    except (tf.errors.OpError, WorkerDied) as error:
+        result.status, result.reason = failure(error, timeout_s)
+        return
+    result.peak_memory_bytes = step_stats.peak_memory_bytes(result.trace)
 
 
 def _fail(results: list, index: int, error, timeout_s: float, journal) -> None:
@@ -132,6 +190,16 @@ def _earlier_times(rounds: list, running: list) -> Optional[list]:
     if not rounds or not running:
         return None
     times = [[r[index] for r in rounds if r[index] is not None] for index in running]
+    common = min(len(t) for t in times)
+    return [t[:common] for t in times]
+
+
+def _pooled_times(pooled: dict, running: list) -> Optional[list]:
+    """Each running placement's times from the sets of sessions before, as interleave's
+    `earlier` (they ran every round of those sets, so they still pair up)."""
+    if not running:
+        return None
+    times = [pooled.get(index, []) for index in running]
     common = min(len(t) for t in times)
     return [t[:common] for t in times]
 
