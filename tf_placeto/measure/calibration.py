@@ -45,8 +45,9 @@ from tf_placeto.measure.simulator import SimulationProblem
 CALIBRATION_FILE = "calibration.json"
 # a calibration of another version is refitted from the logged runs (version 2: message_us;
 # 3 and 4: a loop's messages counted once per iteration, its condition once per task; 5:
-# message_us paid by the simulator's transfers between tasks too)
-CALIBRATION_VERSION = 5
+# message_us paid by the simulator's transfers between tasks too; 6: a device runs its ready
+# copies before its ready ops, simulator.engine.COPIES_FIRST_US)
+CALIBRATION_VERSION = 6
 
 
 @dataclasses.dataclass(frozen=True)

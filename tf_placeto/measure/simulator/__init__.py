@@ -16,9 +16,10 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   serializes, the receiver deserializes), a share s of bytes / bandwidth is a copy task on the
   sender's queue before the wire and another on the receiver's queue after it, and the wire
   takes latency + (1 - 2s) bytes / bandwidth: alone, a transfer still takes its measured time,
-  but it competes with the ops of both devices. s = 0 (a DMA engine): the wire does it all;
-  each copy task also takes a fixed `link_copy_us` per tensor (processor time at the sender
-  and at the receiver);
+  but it competes with the ops of both devices, ahead of them: a ready copy runs before the
+  device's ready ops (engine.COPIES_FIRST_US says why). s = 0 (a DMA engine): the wire does
+  it all; each copy task also takes a fixed `link_copy_us` per tensor (processor time at the
+  sender and at the receiver);
 - each task (process) other than task 0, whose master runs the session, that runs part of
   the step adds `remote_task_us` to it: a RunGraph call and its partition's executor; each
   transfer between tasks adds `task_message_us`: a message's rendezvous and RecvTensor call

@@ -9,6 +9,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# A device runs its ready copies (a send's serialization, a receive's) before its ready ops:
+# the queue key of a copy is its ready time minus this. TensorFlow serves a peer's
+# RecvTensor call on threads of its own as soon as the tensor exists, beside the ops already
+# running, so a send does not wait behind the ops queued before it. Queued behind them, on
+# the branches model, the simulator ranked last the split that ran fastest (0.65x the graph
+# as written: task 0 slices the input for task 1's chains and sends them before its own
+# matmuls); with copies first it ranks it first (BUILD.md, "Copies first").
+COPIES_FIRST_US = 1e12
+
 
 @numba.njit(cache=True)
 def _heap_push(times, ids, base, size, time, ident):
@@ -337,9 +346,10 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
                     if tensor_holds[t] == 0:
                         memory[src] -= tensor_bytes[t]
                 if copy_us[tr] > 0:
-                    n_dirty_devices = _wake(n_ops + 2 * tr + 1, transfer_dst[tr], now,
-                                            ready_time, ready_task, device_base, ready_size,
-                                            device_dirty, dirty_devices, n_dirty_devices)
+                    n_dirty_devices = _wake(n_ops + 2 * tr + 1, transfer_dst[tr],
+                                            now - COPIES_FIRST_US, ready_time, ready_task,
+                                            device_base, ready_size, device_dirty,
+                                            dirty_devices, n_dirty_devices)
                 else:
                     n_dirty_devices = _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges,
                                                edge_transfer, edge_consumer, transfer_tensor,
@@ -376,8 +386,9 @@ def _send(tr, src, now, n_ops, n_devices, copy_us, transfer_dst, transfer_queued
     none; returns the new counts of devices and channels to revisit."""
     transfer_queued[tr] = True
     if copy_us[tr] > 0:
-        n_dirty_devices = _wake(n_ops + 2 * tr, src, now, ready_time, ready_task, device_base,
-                                ready_size, device_dirty, dirty_devices, n_dirty_devices)
+        n_dirty_devices = _wake(n_ops + 2 * tr, src, now - COPIES_FIRST_US, ready_time,
+                                ready_task, device_base, ready_size, device_dirty,
+                                dirty_devices, n_dirty_devices)
     else:
         n_dirty_channels = _queue_transfer(
             tr, src * n_devices + transfer_dst[tr], now, queued_time, queued_transfer,
