@@ -58,9 +58,9 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     pooled. A count of `repeats` is shared out among the sets; with "auto" the first set
     runs by its rules with a `sessions`-th of `budget_s` and of `max_rounds` (at least
     SET_ROUNDS rounds, and its share of `min_rounds`), and every later set runs as many
-    rounds as it did, so each set weighs alike. One session of a split graph can run slower than another of the same graph for
-    as long as it is open (BUILD.md, "Real wins"), so the rounds of one set are one draw of
-    that; several sets average it out.
+    rounds as it did, so each set weighs alike. One session of a split graph can run slower
+    than another of the same graph for as long as it is open (BUILD.md, "Real wins"), so the
+    rounds of one set are one draw of that; several sets average it out.
     """
     devices = DeviceSet.from_strings(runtime.device_names)
     labels = list(labels or [f"placement {i}" for i in range(len(placements))])
