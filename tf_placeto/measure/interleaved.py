@@ -79,6 +79,8 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     for index, (status, reason) in kept_failures.items():
         results[index].status, results[index].reason = status, reason
     runner = ModelRunner(graph)
+    kept = {index: [r[index] for r in kept_rounds if r[index] is not None]
+            for index in range(len(full))}           # a journal's rounds, resumed
     pooled: dict = {}                  # index -> its times of every set so far
     started = time.perf_counter() - kept_s
     per_set = None                     # rounds of the first set, which every later set runs
@@ -87,8 +89,7 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
         for set_index in range(sessions):
             with _Sessions(runner, runtime, full, warmup, timeout_s, stream) as opened:
                 running = _open_all(opened, results, timeout_s, journal)
-                earlier = (_earlier_times(kept_rounds, running) if set_index == 0
-                           else _pooled_times(pooled, running))
+                earlier = _paired(kept if set_index == 0 else pooled, running)
                 done_before = len(earlier[0]) if earlier else 0
                 if repeats != "auto":  # a count: each set its share of it
                     set_repeats = set_max_rounds = set_min_rounds = math.ceil(
@@ -184,24 +185,13 @@ def _fail(results: list, index: int, error, timeout_s: float, journal) -> None:
         journal.record_failure(index, result.status, result.reason)
 
 
-def _earlier_times(rounds: list, running: list) -> Optional[list]:
-    """Each running placement's times from the kept rounds, cut to the rounds all of them
-    were timed in, so that they still pair up round by round; None when nothing was kept."""
-    if not rounds or not running:
-        return None
-    times = [[r[index] for r in rounds if r[index] is not None] for index in running]
-    common = min(len(t) for t in times)
-    return [t[:common] for t in times]
-
-
-def _pooled_times(pooled: dict, running: list) -> Optional[list]:
-    """Each running placement's times from the sets of sessions before, as interleave's
-    `earlier` (they ran every round of those sets, so they still pair up)."""
-    if not running:
-        return None
-    times = [pooled.get(index, []) for index in running]
-    common = min(len(t) for t in times)
-    return [t[:common] for t in times]
+def _paired(times: dict, running: list) -> Optional[list]:
+    """interleave's `earlier`: each running placement's times so far ({index: times}), cut to
+    the rounds all of them were timed in, so that they still pair up round by round; None
+    when there are none."""
+    runs = [times.get(index, []) for index in running]
+    common = min((len(t) for t in runs), default=0)
+    return [t[:common] for t in runs] if common else None
 
 
 class _Sessions:
