@@ -16,10 +16,11 @@ from tf_placeto.placers.run import PlacerResult
 from tf_placeto.pipeline import _faster_beyond_noise
 
 
-def _measured(label, low, median, high, status="ok", confidence=0.95):
+def _measured(label, low, median, high, status="ok", confidence=0.95, indistinct_from=()):
     return MeasureResult(key=label, status=status, label=label,
                          ratio_to_first={"low": low, "median": median, "high": high,
-                                         "confidence": confidence})
+                                         "confidence": confidence},
+                         indistinct_from=list(indistinct_from))
 
 
 def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
@@ -28,6 +29,18 @@ def test_only_a_ratio_whose_whole_interval_is_under_one_wins():
     assert _faster_beyond_noise([_measured("a", 0.7, 0.8, 0.9),
                                  _measured("b", 0.5, 0.7, 0.99),
                                  _measured("c", 0.1, 0.2, 0.3, status="failed")]) == 1
+
+
+def test_of_faster_ones_the_rounds_cannot_tell_apart_the_simulator_picks():
+    """Results come in simulated order: where the fastest median cannot be told from an
+    earlier result's, the earlier one is kept; one told apart, or not faster, is not."""
+    first = _measured("first", 0.6, 0.72, 0.8, indistinct_from=["second"])
+    second = _measured("second", 0.6, 0.70, 0.78, indistinct_from=["first"])
+    assert _faster_beyond_noise([first, second]) == 0
+    apart = _measured("first", 0.7, 0.78, 0.85)
+    assert _faster_beyond_noise([apart, _measured("second", 0.6, 0.70, 0.78)]) == 1
+    not_faster = _measured("first", 0.6, 0.72, 1.01, indistinct_from=["second"])
+    assert _faster_beyond_noise([not_faster, second]) == 1
 
 
 def test_three_rounds_all_faster_are_not_enough_to_write():
