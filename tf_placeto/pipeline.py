@@ -106,10 +106,10 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     interval of its round-by-round ratio lies under 1. That takes at least six rounds
     (noise.rounds_for), which run even when `measure_budget_s` has passed. The fastest such
     candidate (or, where the rounds cannot tell it from one simulated faster, that one:
-    _faster_beyond_noise) is then measured again against the graph as written, in CONFIRM_SESSIONS sets of
-    new sessions, and kept only if it wins again over their pooled rounds: one session of a
-    graph can run 10% faster than another of the same graph for as long as it is open
-    (BUILD.md), which no interval over the rounds of one session sees.
+    _faster_beyond_noise) is then measured again against the graph as written, in
+    CONFIRM_SESSIONS sets of new sessions, and kept only if it wins again over their pooled
+    rounds: one session of a graph can run 10% faster than another of the same graph for as
+    long as it is open (BUILD.md), which no interval over the rounds of one session sees.
 
     pins: {op name: device} for ops that must stay where they are (a tf.function's variables
     live on their caller's devices). options: the placers' options (methods' option names).
