@@ -235,7 +235,8 @@ def _faster_beyond_noise(results: list) -> Optional[int]:
     order, so the simulator decides what the measurement cannot. On the branches model
     hill_climb's split and m_topo's, 5% apart in the simulator, tied in `place`'s turns, and
     the smaller median picked m_topo's in 3 of 6 runs; re-measured apart, m_topo's ran at
-    0.73x to 0.79x and hill_climb's at 0.63x to 0.71x (BUILD.md, "Chain moves")."""
+    0.73x to 0.79x and hill_climb's at 0.63x to 0.71x (BUILD.md, "Chain moves in the
+    climb")."""
     faster = [(r.ratio_to_first["median"], index) for index, r in enumerate(results)
               if r.status == OK and r.ratio_to_first and r.ratio_to_first["high"] < 1.0
               and r.ratio_to_first["confidence"] >= CONFIDENCE]

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from tf_placeto.placers.common import fast_decisions
+from tf_placeto.placers.common import fast_decisions, link_bytes
 from tf_placeto.placers.problem import OBJECTIVES, PlacementProblem
 from tf_placeto.placers.registry import PlacerSpec
 
@@ -68,12 +68,15 @@ class _Climber:
                  max_chain: int):
         self.problem, self.deadline, self.max_chain = problem, deadline, max_chain
         self.decision, self.score = decision.copy(), _score(problem, decision)
-        self.neighbours = [sorted(set(p) | set(s)) for p, s in
-                           zip(problem.predecessors(), problem.successors())]
+        self._links = link_bytes(problem)     # neighbours: groups that exchange tensors
         self.moves = self.chain_moves = self.sweeps = self.evaluations = 0
 
     def out_of_time(self) -> bool:
         return time.monotonic() >= self.deadline
+
+    def neighbours(self, group: int) -> np.ndarray:
+        """The groups joined to `group` by an edge either way (loops' feedback included)."""
+        return self._links.indices[self._links.indptr[group]:self._links.indptr[group + 1]]
 
     def single_sweep(self) -> bool:
         """Every group to every other device it has a kernel for, in id order; True if a move
@@ -96,7 +99,7 @@ class _Climber:
         for group, device in self._moves():
             if self.out_of_time():
                 break
-            if not any(self.decision[n] == device for n in self.neighbours[group]):
+            if not (self.decision[self.neighbours(group)] == device).any():
                 continue
             trial, trial_score = self._best_chain(group, device)
             if self._take_if_better(trial, trial_score):
@@ -110,7 +113,7 @@ class _Climber:
         chain[group] = device
         members, best = {group}, (None, None)
         for _ in range(self.max_chain - 1):
-            frontier = [n for m in members for n in self.neighbours[m]
+            frontier = [int(n) for m in members for n in self.neighbours(m)
                         if chain[n] != device and self.problem.allowed[n, device]]
             if not frontier or self.out_of_time():
                 break

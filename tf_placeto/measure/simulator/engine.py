@@ -15,7 +15,8 @@ import numpy as np
 # running, so a send does not wait behind the ops queued before it. Queued behind them, on
 # the branches model, the simulator ranked last the split that ran fastest (0.65x the graph
 # as written: task 0 slices the input for task 1's chains and sends them before its own
-# matmuls); with copies first it ranks it first (BUILD.md, "Copies first").
+# matmuls); with copies first it ranks it first
+# (BUILD.md, "The calibrated simulator against reality", copies first).
 COPIES_FIRST_US = 1e12
 
 
