@@ -2,7 +2,7 @@
 
     python -m measure.bench_transfer [--families cifar10 ptb nmt_family] [--members 8-11]
                                      [--devices 2 4 8] [--policy DIR] [--cluster local:2]
-                                     [--link 25:7600 | k80] [--csv FILE]
+                                     [--link 25:7600 | k80] [--climb S] [--csv FILE]
 
 The shipped policy was trained on members 0-7 of each family; members 8 and up are graphs it
 has never seen. For each unseen member and device count, in simulation with profiled op costs
@@ -17,13 +17,16 @@ the devices the answer uses. For scale, the same for a fixed greedy rule over th
 device rows: each group where the rows say it would finish first, counting the cost of a
 worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py). A
 zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
-per-graph training takes most of an hour.
+per-graph training takes most of an hour. With `--climb S`, also the decision that
+`--imitate-climb S` teaches: the best fast decision climbed in the simulator for up to S
+seconds (the hill_climb placer, which searches, so it is not among the best algorithms).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import numpy as np
 
@@ -40,6 +43,8 @@ def main(argv=None) -> int:
     parser.add_argument("--policy", default=None, help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2", help="where graphs are profiled")
     parser.add_argument("--link", default="25:7600")
+    parser.add_argument("--climb", metavar="S", type=float, default=0.0,
+                        help="also climb each problem's best fast decision for S seconds")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -51,6 +56,7 @@ def main(argv=None) -> int:
     from measure import say
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.placers import hill_climb
     from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start
     from tf_placeto.workload import load_workload
@@ -71,6 +77,10 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    "rule_vs_algorithm": _rule_walk(problem) / best_us}
+            if args.climb > 0:
+                climbed, _ = hill_climb.climb(problem, fast_devices,
+                                              time.monotonic() + args.climb)
+                row["climb_vs_algorithm"] = problem.simulate(climbed).step_time_us / best_us
             for kind, initial in (("random", None), ("fast", fast_devices)):
                 devices, value, objectives = inference.greedy_placement(problem, policy,
                                                                         initial)
@@ -92,6 +102,9 @@ def main(argv=None) -> int:
               f"{used.mean():.2f} devices on average, one on {int((used == 1).sum())}")
     print(f"the greedy rule against the best algorithm (the same from any start: the columns "
           f"it reads come from the groups visited): {_against(table['rule_vs_algorithm'])}")
+    if args.climb > 0:
+        print(f"the fast start climbed for {args.climb:g} s against the best algorithm: "
+              f"{_against(table['climb_vs_algorithm'])}")
     if args.csv:
         table.to_csv(args.csv, index=False)
     return 0

@@ -326,10 +326,11 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "single", "--imitate", "3",
-                     "--imitate-exact", "5", "--link", "25:7600", "k80", "--real-steps", "1",
-                     "--cache", cache)
+                     "--imitate-exact", "5", "--imitate-climb", "2", "--link", "25:7600", "k80",
+                     "--real-steps", "1", "--cache", cache)
     assert result.returncode == 0, result.stderr
     assert "after 3 epochs of imitation" in result.stdout
+    assert "imitation teaches the decisions of" in result.stderr
     assert "trained 3 iterations on 3 problems" in result.stdout
     assert "1 iterations measured for real" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
@@ -354,7 +355,8 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     (["--counts", "1"], "--counts 1: a placement needs at least 2 devices"),
     (["--counts", "2", "--members", "5-2"], "--members '5-2': write A-B"),
     (["--counts", "2", "--steps", "0"], "--steps 0 trains nothing"),
-    (["--counts", "2", "--imitate-exact", "5"], "give --imitate too"),
+    (["--counts", "2", "--imitate-exact", "5"], "--imitate-exact chooses what imitation"),
+    (["--counts", "2", "--imitate-climb", "5"], "--imitate-climb chooses what imitation"),
     (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monkeypatch):

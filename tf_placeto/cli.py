@@ -312,12 +312,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parallel episodes per iteration (default 4)")
     train.add_argument("--imitate", metavar="EPOCHS", type=_count(0), default=0,
                        help="before the iterations, teach the policy the best decision known "
-                            "for each problem (the fast placers' best; see --imitate-exact) "
+                            "for each problem (the fast placers' best; see --imitate-climb and "
+                            "--imitate-exact) "
                             "for EPOCHS passes (behaviour cloning; default 0: none)")
+    train.add_argument("--imitate-climb", metavar="S", type=_seconds, default=0.0,
+                       help="climb each problem's best fast decision in the simulator for up "
+                            "to S seconds (the hill_climb placer) and teach the climbed "
+                            "decision where it is faster (default: not asked)")
     train.add_argument("--imitate-exact", metavar="S", type=_seconds, default=0.0,
                        help="give the exact placer S seconds per problem: where it proves its "
                             "decision optimal and that decision simulates faster than the "
-                            "fast placers' best, imitation teaches it instead (default: not asked)")
+                            "fast placers' best (or the climbed one), imitation teaches it "
+                            "instead (default: not asked)")
     train.add_argument("--real-steps", metavar="N", type=_count(0), default=0,
                        help="after the simulated iterations, N more on each graph on the "
                             "runtime's own devices, whose episodes' returns are measured for "
@@ -677,8 +683,10 @@ def _train(args) -> int:
     bad = [n for n in args.counts if n < 2]
     if bad:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
-    if args.imitate_exact and not args.imitate:
-        raise InputError("--imitate-exact chooses what imitation teaches: give --imitate too")
+    for flag in ("imitate_climb", "imitate_exact"):
+        if getattr(args, flag) and not args.imitate:
+            raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
+                             "give --imitate too")
     registry.member_range(args.members)     # bad input is said before a cluster starts
     for link in args.link or []:
         Link.parse(link)
@@ -731,9 +739,17 @@ def _trained(args, problems):
     trainer = Trainer(problems, args.out, TrainingConfig(
         algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial)
     if len(trainer.imitation) < args.imitate:
-        lessons = initial if args.start == "fast" and not args.imitate_exact else [
-            best_known(problem, args.imitate_exact)[1]
-            for problem in progress(problems, desc="decisions to imitate", unit="problem")]
+        asked = args.imitate_exact or args.imitate_climb
+        if args.start == "fast" and not asked:
+            lessons = initial
+        else:
+            known = [best_known(problem, args.imitate_exact, args.imitate_climb)
+                     for problem in progress(problems, desc="decisions to imitate",
+                                             unit="problem")]
+            lessons = [devices for _, devices in known]
+            taught = Counter(name for name, _ in known).most_common()
+            _say("imitation teaches the decisions of " + ", ".join(
+                f"{name} ({count} problems)" for name, count in taught))
         with progress(total=args.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
             def imitated(row):

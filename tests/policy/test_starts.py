@@ -17,3 +17,14 @@ def test_the_exact_placers_proven_decision_is_taught_where_it_simulates_faster()
     assert Objective(problem)(devices)[0] < min(fast_values)
     single = build_problem(grouped_example("mlp", 32), 2)
     assert best_known(single, exact_seconds=10.0)[0] == fast_start(single)[0] == "single"
+
+
+def test_the_climbed_decision_is_taught_where_the_climb_made_it_faster():
+    """small_cnn on 2 devices: climbing the fast placers' best in the simulator finds a faster
+    decision, which imitation is then taught, in canonical device names."""
+    problem = build_problem(grouped_example("small_cnn", 32), 2)
+    _, _, fast_values = fast_start(problem)
+    name, devices = best_known(problem, climb_seconds=10.0)
+    assert name == "hill_climb"
+    assert Objective(problem)(devices)[0] < min(fast_values)
+    assert (problem.canonical(devices) == devices).all()

@@ -9,9 +9,11 @@ improving one placement instead of repairing the same one again.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from tf_placeto.placers import optimal
+from tf_placeto.placers import hill_climb, optimal
 from tf_placeto.placers.common import fast_decisions
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy.objective import Objective, single_device
@@ -43,18 +45,27 @@ def fast_start(problem: PlacementProblem) -> tuple:
     return name, problem.canonical(devices), values
 
 
-def best_known(problem: PlacementProblem, exact_seconds: float = 0.0) -> tuple:
+def best_known(problem: PlacementProblem, exact_seconds: float = 0.0,
+               climb_seconds: float = 0.0) -> tuple:
     """(name, device per group): the best decision known for `problem`, which imitation
-    teaches: the fast placers' best (fast_start), or the exact placer's decision where, given
-    `exact_seconds` (0: not asked), it proves that decision optimal on its model and the
-    decision also simulates faster. The exact placer's model is not the simulator, so its
-    proof alone does not make its decision the better lesson."""
+    teaches: the fast placers' best (fast_start); with `climb_seconds` (0: not asked), that
+    decision climbed in the simulator for up to so many seconds (placers/hill_climb.py), where
+    the climb made it faster; with `exact_seconds` (0: not asked), the exact placer's decision
+    where it proves that decision optimal on its model and the decision also simulates faster
+    than the others. The exact placer's model is not the simulator, so its proof alone does
+    not make its decision the better lesson."""
+    objective = Objective(problem)
     name, devices, values = fast_start(problem)
-    if exact_seconds <= 0:
-        return name, devices
-    decision, info = optimal.place(problem, time_limit=exact_seconds)
-    if info["proven_optimal"] and Objective(problem)(decision)[0] < min(values):
-        return "optimal", problem.canonical(decision)
+    best = min(values)
+    if climb_seconds > 0:
+        climbed, _ = hill_climb.climb(problem, devices, time.monotonic() + climb_seconds)
+        value = objective(climbed)[0]
+        if value < best:
+            name, devices, best = "hill_climb", problem.canonical(climbed), value
+    if exact_seconds > 0:
+        decision, info = optimal.place(problem, time_limit=exact_seconds)
+        if info["proven_optimal"] and objective(decision)[0] < best:
+            return "optimal", problem.canonical(decision)
     return name, devices
 
 
