@@ -337,6 +337,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = json.loads((out / "training.json").read_text())
     assert len(log["iterations"]) == 3 and len(log["imitation"]) == 3
+    assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])
     logged = [json.loads(line) for path in pathlib.Path(cache).rglob("observations.jsonl")

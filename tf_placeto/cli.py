@@ -741,21 +741,21 @@ def _trained(args, problems):
     if len(trainer.imitation) < args.imitate:
         asked = args.imitate_exact or args.imitate_climb
         if args.start == "fast" and not asked:
-            lessons = initial
+            lessons, taught = initial, None
         else:
             known = [best_known(problem, args.imitate_exact, args.imitate_climb)
                      for problem in progress(problems, desc="decisions to imitate",
                                              unit="problem")]
             lessons = [devices for _, devices in known]
-            taught = Counter(name for name, _ in known).most_common()
+            taught = dict(Counter(name for name, _ in known).most_common())
             _say("imitation teaches the decisions of " + ", ".join(
-                f"{name} ({count} problems)" for name, count in taught))
+                f"{name} ({count} problems)" for name, count in taught.items()))
         with progress(total=args.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
             def imitated(row):
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
-            trainer.imitate(lessons, args.imitate, progress=imitated)
+            trainer.imitate(lessons, args.imitate, progress=imitated, taught=taught)
     _iterate(trainer, args.steps, args.episodes, "iteration")
     return trainer
 

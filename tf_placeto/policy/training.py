@@ -111,12 +111,14 @@ class Trainer:
         return len(self.history)
 
     def imitate(self, decisions: Sequence, epochs: int, starts: int = 2,
-                progress: Callable[[dict], None] = lambda row: None) -> list:
+                progress: Callable[[dict], None] = lambda row: None,
+                taught: Optional[dict] = None) -> list:
         """Teach the actor, before any reinforcement learning, to move each group to its
         device in `decisions` (one per problem; imitation.py: walks from `starts` random
         starts, the decision and one device), until `epochs` passes are done in all. Each
         pass is checkpointed: a killed run resumes at its next pass (training.json counts
-        them). Returns each epoch's loss and accuracy."""
+        them, and keeps `taught`, whose decisions they were: problems per placer). Returns
+        each epoch's loss and accuracy."""
         if len(self.imitation) >= epochs:
             return self.imitation
         if self.iterations_done:
@@ -126,7 +128,7 @@ class Trainer:
                                                seed=self.config.seed)
 
         def learned(row):
-            self.imitation.append(row)
+            self.imitation.append(row if taught is None else {**row, "taught": taught})
             self.save()
             progress(row)
 
