@@ -120,11 +120,13 @@ def test_under_throughput_rows_are_streams_against_the_stream_bound(workload):
     assert "per step, 2 in flight" in printable(table) and "follows objective" in printable(table)
 
 
-def test_real_throughput_runs_streams_and_keeps_them_out_of_the_fit(workload, runtime):
+def test_real_throughput_runs_streams_and_logs_them_for_the_fit(workload, runtime):
     logged = fitting.read(workload.profile_dir, len(workload.graph.ops))
     table = compare([workload], [None], ["single", "round_robin"],
                     real=RealRuns(runtime, repeats=2), objective="throughput", in_flight=2)
     measured = table[table["method"] != LOWER_BOUND]
     assert (measured["status"] == "ok").all() and (measured["runs"] == 2).all()
     assert (measured["step_s"] > 0).all()
-    assert len(fitting.read(workload.profile_dir, len(workload.graph.ops))) == len(logged)
+    added = fitting.read(workload.profile_dir, len(workload.graph.ops))[len(logged):]
+    assert len(added) == len(measured) and all(o.in_flight == 2 for o in added)
+    assert sorted(o.step_s for o in added) == pytest.approx(sorted(measured["step_s"]))

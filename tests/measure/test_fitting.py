@@ -85,13 +85,64 @@ def test_a_fit_finds_the_costs_that_made_the_runs(graph):
     assert fitted.remote_task_us == pytest.approx(2000.0, rel=0.2)
 
 
+def test_streams_in_the_log_tell_apart_what_one_step_runs_cannot(graph, tmp_path):
+    """Runs made under a known calibration whose crossings cost processor time (copies, the
+    session's messages), logged as one step at a time and as streams of 4 (record keeps
+    their steps in flight). Fitted on the one-step runs alone, a crossing's cost may go to
+    link latency, which a stream hides behind other steps' work; fitted with the streams
+    too, the processor costs come nearer the truth and streams of placements never seen are
+    predicted more closely. A refit of the profile keeps to the one-step runs."""
+    model = cluster_cost_model(graph)
+    devices = tp.DeviceSet.from_strings(WORKERS)
+    truth = Calibration(compute_scale=1.0, remote_task_us=300.0, copy_us=150.0,
+                        message_us=150.0, latency_us=50.0, bytes_per_us=1000.0)
+    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
+    chosen = [p for _, p in fitting.calibration_placements(groupings, WORKERS, count=24,
+                                                           seed=0)]
+    fitted_on, unseen = chosen[:16], chosen[16:]
+
+    def runs(calibration, placements, stream=0) -> list:
+        model.calibration = calibration
+        results = SimulatedMeasurer.from_profile(graph, model, devices, stream=stream
+                                                 ).evaluate(placements)
+        for result in results:
+            result.simulated = False
+        return results
+
+    one_step, streams = runs(truth, fitted_on), runs(truth, fitted_on[2:], stream=4)
+    real = np.array([r.step_time_s for r in runs(truth, unseen, stream=4)])
+    fitting.record(str(tmp_path), graph, devices, fitted_on, one_step, "measure")
+    logged = fitting.read(str(tmp_path), len(graph.ops))
+    fitting.record(str(tmp_path), graph, devices, fitted_on[2:], streams, "measure")
+    assert [o.in_flight for o in fitting.read(str(tmp_path), len(graph.ops))] == \
+        [0] * len(fitted_on) + [4] * len(streams)
+
+    def fitted(observations) -> tuple:
+        """(the fit, its median error on the unseen placements' streams)."""
+        calibration = fitting.fit(graph, cluster_cost_model(graph), devices, observations)
+        predicted = [r.step_time_s for r in runs(calibration, unseen, stream=4)]
+        return calibration, fitting.accuracy(predicted, real)["median_error"]
+
+    (alone, alone_error), (both, both_error) = fitted(logged), fitted(
+        fitting.read(str(tmp_path), len(graph.ops)))
+    print(f"streams never seen, median error: {alone_error:.1%} fitted on one step at a "
+          f"time, {both_error:.1%} with the streams; fits: {alone}, {both}")
+    assert both_error < alone_error and both_error < 0.035
+    for cost in ("copy_us", "message_us", "remote_task_us"):    # processor time
+        assert abs(getattr(both, cost) - getattr(truth, cost)) \
+            < abs(getattr(alone, cost) - getattr(truth, cost)), cost
+    model = cluster_cost_model(graph)
+    refit = fitting.refresh(graph, model, devices, str(tmp_path), force=True)
+    assert refit.observations == len(logged) and refit.quality["runs"] == len(logged)
+
+
 def test_runs_logged_without_a_session_are_left_out_once_enough_have_one():
     legacy = [fitting.Observation([0], 0.001 * (i + 1), f"old {i}") for i in range(5)]
     tagged = [fitting.Observation([0], 0.002, f"new {i}", session="s") for i in range(4)]
-    assert fitting._fitted_on(legacy + tagged[:3]) == legacy + tagged[:3]
-    assert fitting._fitted_on(legacy + tagged) == tagged
+    assert fitting.fitted_on(legacy + tagged[:3]) == legacy + tagged[:3]
+    assert fitting.fitted_on(legacy + tagged) == tagged
     many = [fitting.Observation([0], 0.001, str(i), session="s") for i in range(100)]
-    assert fitting._fitted_on(many) == many[-fitting.RECENT_OBSERVATIONS:]
+    assert fitting.fitted_on(many) == many[-fitting.RECENT_OBSERVATIONS:]
 
 
 def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(graph):

@@ -5,7 +5,7 @@ import pytest
 
 from tests.measure.simulator_cases import chain, make_problem, random_dag
 from tf_placeto.measure.simulator import simulate
-from tf_placeto.measure.simulator.stream import simulate_stream, state_groups, unroll
+from tf_placeto.measure.simulator.stream import Stream, simulate_stream, state_groups, unroll
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -54,6 +54,18 @@ def test_the_sessions_work_for_a_split_takes_time_from_device_0():
             == pytest.approx(1e6 / 150.0)
         assert simulate_stream(problem, [0, 0], in_flight=in_flight).steps_per_s \
             == pytest.approx(1e6 / 200.0)
+
+
+def test_the_messages_a_step_sends_between_tasks_take_time_from_device_0():
+    """The same two ops on two tasks, with 10 us per message between tasks: a step that
+    sends 5 messages (TensorFlow's count, given by the caller) costs device 0 another 50 us
+    per step; without a count, the simulator's own transfers between tasks (none here)."""
+    problem = make_problem([100.0, 100.0], n_devices=2)
+    problem.device_task = np.array([0, 1])
+    problem.task_message_us = 10.0
+    stream = Stream(problem, 2)
+    assert stream.simulate([0, 1]).steps_per_s == pytest.approx(1e6 / 100.0)
+    assert stream.simulate([0, 1], messages=5).steps_per_s == pytest.approx(1e6 / 150.0)
 
 
 def test_a_variable_update_does_not_overlap_the_next_steps_update():

@@ -252,8 +252,8 @@ class SimulatedMeasurer(Measurer):
         """stream: K > 0 predicts K steps in flight (simulator.stream), without a schedule.
         cost_model: the profile `problem` was made from, whose calibration's cost of each
         message between tasks that TensorFlow sends beyond the simulator's transfers
-        (calibration.py, messages.py) is added to a step's time; the schedule does not show
-        them."""
+        (calibration.py, messages.py) is added to a step's time (with steps in flight, to
+        the session's work per step); the schedule does not show them."""
         super().__init__(graph, devices)
         self.problem = problem
         self.schedule = schedule
@@ -296,7 +296,12 @@ class SimulatedMeasurer(Measurer):
             schedule=sim.schedule)
 
     def _evaluate_stream(self, placement):
-        flow = self.stream.simulate(self.device_indices(placement))
+        indices = self.device_indices(placement)
+        messages = None
+        if self._messages is not None:      # TensorFlow's messages, as one step counts them
+            transfers = simulate(self.problem, indices).task_transfers
+            messages = transfers + self._messages.extra([indices], [transfers])[0]
+        flow = self.stream.simulate(indices, messages)
         per_step = 1.0 / flow.steps_per_s
         return MeasureResult(
             key=placement_key(placement), status=OK if flow.feasible else INFEASIBLE,
