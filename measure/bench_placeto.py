@@ -27,13 +27,20 @@ import tempfile
 import time
 
 
-def best_algorithm(workload, problem) -> tuple:
-    """(simulated step in us, name) of the algorithmic placer that does best on `problem`: of
-    those that decide directly (PlacerSpec.direct: no search budget, no time limit)."""
+def algorithm_steps(workload, problem) -> dict:
+    """{name: simulated step in us} of each algorithmic placer that decides directly
+    (PlacerSpec.direct: no search budget, no time limit) on `problem`."""
     from tf_placeto import methods
 
-    return min((problem.simulate(workload.decide(spec.name, problem).group_devices)
-                .step_time_us, spec.name) for spec in methods.specs() if spec.direct)
+    return {spec.name: problem.simulate(workload.decide(spec.name, problem).group_devices)
+            .step_time_us for spec in methods.specs() if spec.direct}
+
+
+def best_algorithm(workload, problem, steps: dict = None) -> tuple:
+    """(simulated step in us, name) of the algorithmic placer that does best on `problem`
+    (steps: algorithm_steps(workload, problem), where the caller has them)."""
+    steps = steps or algorithm_steps(workload, problem)
+    return min((us, name) for name, us in steps.items())
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,8 @@ alone, what issue 16 judges) and the best placement met on the walk (what `place
 each as a geometric mean with how many problems are within 10% and how many are faster, and
 the devices the answer uses. For scale, the same for a fixed greedy rule over the policy's
 device rows: each group where the rows say it would finish first, counting the cost of a
-worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py). A
+worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py), and
+for each algorithm alone (the best algorithm is the best of them on each problem). A
 zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
 per-graph training takes most of an hour. With `--climb S`, also the decision that
 `--imitate-climb S` teaches: the best fast decision climbed in the simulator for up to S
@@ -30,7 +31,7 @@ import time
 
 import numpy as np
 
-from measure.bench_placeto import best_algorithm
+from measure.bench_placeto import algorithm_steps, best_algorithm
 
 
 def main(argv=None) -> int:
@@ -72,10 +73,12 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
-            best_us, best_name = best_algorithm(workload, problem)
+            steps = algorithm_steps(workload, problem)
+            best_us, best_name = best_algorithm(workload, problem, steps)
             _, fast_devices, _ = fast_start(problem)
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
+                   **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
                    "rule_vs_algorithm": _rule_walk(problem) / best_us}
             if args.climb > 0:
                 climbed, _ = hill_climb.climb(problem, fast_devices,
@@ -89,10 +92,11 @@ def main(argv=None) -> int:
                 row[f"zero_shot_{kind}_devices"] = len(np.unique(devices))
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                          for k, v in row.items()))
+                          for k, v in row.items() if k[:-len("_vs_algorithm")] not in steps))
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_columns", None):
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(table.drop(columns=[f"{name}_vs_algorithm" for name in steps]).to_string(
+            index=False, float_format=lambda v: f"{v:.3f}"))     # each algorithm's: the CSV
     for kind in ("random", "fast"):
         used = table[f"zero_shot_{kind}_devices"]
         print(f"from the {kind} start against the best algorithm, {len(table)} unseen problems: "
@@ -102,6 +106,8 @@ def main(argv=None) -> int:
               f"{used.mean():.2f} devices on average, one on {int((used == 1).sum())}")
     print(f"the greedy rule against the best algorithm (the same from any start: the columns "
           f"it reads come from the groups visited): {_against(table['rule_vs_algorithm'])}")
+    print("each algorithm alone against the best of them on each problem: " + "; ".join(
+        f"{name} {_against(table[f'{name}_vs_algorithm'])}" for name in steps))
     if args.climb > 0:
         print(f"the fast start climbed for {args.climb:g} s against the best algorithm: "
               f"{_against(table['climb_vs_algorithm'])}")
