@@ -68,6 +68,21 @@ def test_the_messages_a_step_sends_between_tasks_take_time_from_device_0():
     assert stream.simulate([0, 1], messages=5).steps_per_s == pytest.approx(1e6 / 150.0)
 
 
+def test_floating_work_slows_a_stream_only_where_every_device_is_busy():
+    """Floating work (80 us per step and 10 us per message between tasks) runs on whichever
+    processor is free. Split evenly, both devices are busy 100 us per step, so a step takes
+    (200 + 80 + 2 x 10) / 2 = 150 us; all on one device, the idle one takes it and the
+    stream keeps the device's 200 us per step."""
+    problem = make_problem([100.0, 100.0], n_devices=2)
+    problem.device_task = np.array([0, 1])
+    problem.floating_us, problem.floating_message_us = 80.0, 10.0
+    stream = Stream(problem, 4)
+    split = stream.simulate([0, 1], messages=2)
+    assert split.schedule_us == pytest.approx(100.0) and split.work_us == pytest.approx(200.0)
+    assert split.steps_per_s == pytest.approx(1e6 / 150.0)
+    assert stream.simulate([0, 0], messages=0).steps_per_s == pytest.approx(1e6 / 200.0)
+
+
 def test_a_variable_update_does_not_overlap_the_next_steps_update():
     """op0 holds a variable; op1 reads it, op2 computes, op3 updates it (through the handle).
     Each of the variable's ops waits for the same op of the step before, even with the

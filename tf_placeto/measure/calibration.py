@@ -26,6 +26,10 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
   iteration; fewer where Grappler drops a crossing identity). Every message costs the same,
   whichever counted it: fitted so, the simulator ranks real placements more steadily than
   when only the count's surplus paid it (version 4; BUILD.md).
+- `floating_us`, `floating_message_us`: streams only (simulator.stream): per step, work
+  that runs on whichever device's processor is free (the client's calls, the runtime's
+  threads), and more per message between tasks. One step at a time does not show it, so only
+  logged real streams fit it (fitting.py).
 None for a link parameter keeps the profile's measurement.
 """
 
@@ -57,6 +61,8 @@ class Calibration:
     copy_us: float = 0.0
     iteration_us: float = 0.0
     message_us: float = 0.0
+    floating_us: float = 0.0
+    floating_message_us: float = 0.0
     latency_us: Optional[float] = None
     bytes_per_us: Optional[float] = None
     copy_share: Optional[float] = None
@@ -86,6 +92,8 @@ class Calibration:
         calibrated.link_copy_us = np.where(off, self.copy_us, 0.0)
         calibrated.remote_task_us = self.remote_task_us
         calibrated.task_message_us = self.message_us
+        calibrated.floating_us = self.floating_us
+        calibrated.floating_message_us = self.floating_message_us
         return calibrated
 
     def describe(self) -> str:
@@ -99,6 +107,9 @@ class Calibration:
             parts.append(f"{self.iteration_us:.0f} us per loop iteration across tasks")
         if self.message_us:
             parts.append(f"{self.message_us:.0f} us per message between tasks")
+        if self.floating_us or self.floating_message_us:
+            parts.append(f"streams: {self.floating_us / 1000:.2f} ms per step + "
+                         f"{self.floating_message_us:.0f} us per message on a free processor")
         return "; ".join(parts)
 
     def to_json(self) -> dict:

@@ -12,11 +12,10 @@ real ones (streams predicted by the simulator's stream mode): least squares on
 log(simulated / real), net of how loaded the machine was in each session of runs timed
 together (_SessionLoad), robust to a few wild runs (soft L1), with a light pull towards the
 profile's own link measurement so that parameters the runs do not tell apart stay where the
-profile put them. Streams could tell apart what one step at a time cannot (a crossing's
-cost paid in link latency hides behind other steps' work, one paid in processor time does
-not), so `fit` takes them; but fitted beside the one-step runs they did not rank real
-streams better, so `refresh` leaves them in the log and out of the fit (BUILD.md, "Streams
-in the fit"; `measure.bench_stream --fit-streams` compares the two). Its quality is measured on placements it was not fitted on (k-fold cross-validation): the rank
+profile put them. Real streams fit what one step at a time does not show, the work of a
+step that floats to whichever processor is free (calibration.py), and nothing else: fitted
+beside the one-step runs for every parameter, they ranked real streams worse (BUILD.md,
+"Streams in the fit"; `measure.bench_stream --fit-streams` compares). Its quality is measured on placements it was not fitted on (k-fold cross-validation): the rank
 correlation and the median relative error of the held-out predictions, beside the same
 figures of the uncalibrated simulator.
 """
@@ -44,7 +43,8 @@ from tf_placeto.measure.messages import task_messages
 from tf_placeto.measure.runner import OK
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import simulate
-from tf_placeto.measure.simulator.stream import Stream
+from tf_placeto.measure.simulator.stream import (Stream, floating_seconds_per_step_us,
+                                                  stream_steps)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ FOLDS = 4
 MIN_OBSERVATIONS = 4         # fewer: no fit (the simulator stays uncalibrated)
 MIN_HELD_OUT = 8             # fewer: no held-out figures
 RECENT_OBSERVATIONS = 64     # a refit uses the latest runs only: the fit's time stays bounded
+STREAM_OPS_PER_FIT = 200_000  # and the latest streams up to this many unrolled ops in all (70
+#                              streams of 4 of a 175-op training step; none past 12,500 ops)
 FIT_ITERATIONS = 40          # least-squares steps (each simulates every run ~8 times: the
 #                              numerical Jacobian is not counted by scipy's max_nfev)
 # Fitted parameters: (name, unit the optimizer steps in, lower, upper bound in that unit).
@@ -65,6 +67,11 @@ _PARAMETERS = (("compute_scale", 1.0, 0.25, 4.0), ("remote_task_us", 1000.0, 0.0
                ("message_us", 100.0, 0.0, 100.0),
                ("latency", 1.0, 0.0, 20.0), ("time_per_byte", 1.0, 0.01, 100.0),
                ("copy_share", 0.5, 0.0, 1.0))
+# The streams' own parameters (calibration.py), searched on a grid: a step's figure is flat in
+# them until the floating work outgrows the devices' schedule, where a gradient sees nothing.
+FLOATING_STEPS = 81          # floating_us from 0 to FLOATING_MAX_STEPS x the median real step
+FLOATING_MAX_STEPS = 4.0
+FLOATING_MESSAGE_US = np.arange(0.0, 501.0, 12.5)
 PRIOR_WEIGHT = 0.03          # pull of each parameter towards its start, against one run's log error
 
 
@@ -158,6 +165,23 @@ class _Predictor:
                 steps[i] = 1e6 / stream.simulate(placements[i], int(messages[i])).steps_per_s
         return steps / 1e6
 
+    def stream_parts(self, calibration: Calibration, placements, in_flight) -> tuple:
+        """Per stream (in_flight > 0 each), what its seconds per step are made of under
+        `calibration` (simulator.stream.floating_seconds_per_step_us, less the floating
+        work): (schedule_us, work_us, messages, n_devices) arrays."""
+        problem = calibration.apply(self.base, self.executions)
+        transfers = [simulate(problem, p).task_transfers for p in placements]
+        messages = np.asarray(transfers, float)
+        if self.messages is not None:
+            messages += self.messages.extra(placements, transfers)
+        streams, parts = {}, []
+        for placement, k, count in zip(placements, in_flight, messages):
+            if k not in streams:
+                streams[k] = Stream(problem, k)
+            flow = streams[k].simulate(placement, int(count))
+            parts.append((flow.schedule_us, flow.work_us, count, problem.n_devices))
+        return tuple(np.array(column, float) for column in zip(*parts))
+
     def start(self) -> Calibration:
         """The profile as it stands: its links, nothing more."""
         return Calibration(latency_us=self.latency_us, bytes_per_us=self.bytes_per_us,
@@ -198,14 +222,38 @@ def fit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations:
 
 
 def _fit(predictor: _Predictor, observations, start, iterations) -> Calibration:
-    """A stream's simulated figure is jagged in the parameters (steps queue for devices), so
-    where the runs hold both, the fit first settles on the one-step runs, then refines on
-    all from there: fitted from the profile's links at once, it can stop far off (on a
-    test's made-up runs, 25% off on streams it never saw, against 3% in two stages)."""
+    """The one-step runs fit the parameters (all runs where fewer than MIN_OBSERVATIONS are
+    one-step), then the streams alone fit their own, the floating work (_fit_floating):
+    fitted beside the one-step runs for every parameter, streams moved the one-step ones and
+    ranked real streams worse (BUILD.md, "Streams in the fit")."""
     one_step = [o for o in observations if not o.in_flight]
-    if len(one_step) < len(observations) and len(one_step) >= MIN_OBSERVATIONS:
-        start = _fit_once(predictor, one_step, start, iterations)
-    return _fit_once(predictor, observations, start, iterations)
+    streams = [o for o in observations if o.in_flight]
+    fitted = _fit_once(predictor, one_step if len(one_step) >= MIN_OBSERVATIONS
+                       else observations, start, iterations)
+    if streams:
+        fitted = _fit_floating(predictor, streams, fitted)
+    return dataclasses.replace(fitted, observations=len(observations))
+
+
+def _fit_floating(predictor: _Predictor, streams, calibration: Calibration) -> Calibration:
+    """`calibration` with the floating work per step and per message (simulator.stream) that
+    best predicts the real `streams`, by the fit's loss, on a grid (FLOATING_*): each
+    stream's schedule is simulated once, as the floating work only bounds it from below."""
+    parts = predictor.stream_parts(calibration, _placements(streams), _in_flight(streams))
+    real = np.log([o.step_s * 1e6 for o in streams])
+    load = _SessionLoad(streams)
+    per_step = np.linspace(0.0, FLOATING_MAX_STEPS * float(np.exp(np.median(real))),
+                           FLOATING_STEPS)
+    best = (np.inf, 0.0, 0.0)
+    for floating_us in per_step:
+        for message_us in FLOATING_MESSAGE_US:
+            predicted = floating_seconds_per_step_us(*parts, floating_us, message_us)
+            errors = load.remove(np.log(predicted) - real) / 0.1
+            loss = float(np.sum(2 * (np.sqrt(1 + errors ** 2) - 1)))    # soft L1, as least
+            if loss < best[0] - 1e-9:                                    # squares has it
+                best = (loss, floating_us, message_us)
+    return dataclasses.replace(calibration, floating_us=float(best[1]),
+                               floating_message_us=float(best[2]))
 
 
 def _fit_once(predictor: _Predictor, observations, start, iterations) -> Calibration:
@@ -338,11 +386,22 @@ def calibrate(graph: OpGraph, cost_model: CostModel, runtime: Runtime, directory
 
 
 def fitted_on(logged: list) -> list:
-    """The latest RECENT_OBSERVATIONS runs, only those timed in a known session once there
-    are enough of them: a run logged without one cannot be counted net of its load."""
-    in_sessions = [o for o in logged if o.session]
-    return (in_sessions if len(in_sessions) >= MIN_OBSERVATIONS else logged)[
-        -RECENT_OBSERVATIONS:]
+    """What a fit takes of the log: the latest RECENT_OBSERVATIONS one-step runs, then the
+    latest streams whose unrolled ops (ops x steps of each) come to at most
+    STREAM_OPS_PER_FIT (a stream costs its fit as much as all its steps), so streams never
+    push one-step runs out. Of each, only runs timed in a known session once there are
+    enough of them: a run logged without one cannot be counted net of its load."""
+    def latest(runs):
+        in_sessions = [o for o in runs if o.session]
+        return in_sessions if len(in_sessions) >= MIN_OBSERVATIONS else runs
+
+    streams, kept, ops = latest([o for o in logged if o.in_flight]), [], 0
+    for stream in reversed(streams):
+        ops += len(stream.assignment) * stream_steps(stream.in_flight)
+        if ops > STREAM_OPS_PER_FIT:
+            break
+        kept.insert(0, stream)
+    return latest([o for o in logged if not o.in_flight])[-RECENT_OBSERVATIONS:] + kept
 
 
 def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory: str,
@@ -355,9 +414,7 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     has no figures yet (a first fit from logged runs, or one after a new version dropped the
     stored fit); any other refit on a command's way in keeps the quality last measured,
     whose `runs` says on what."""
-    # Streams stay in the log and out of the refit: fitted with the one-step runs, they did
-    # not rank real streams better (BUILD.md, "Streams in the fit"; fit() takes them).
-    logged = [o for o in read(directory, len(graph.ops)) if not o.in_flight]
+    logged = read(directory, len(graph.ops))
     current = cost_model.calibration
     if len(logged) < MIN_OBSERVATIONS or (
             not force and current is not None and current.observations >= len(logged)):

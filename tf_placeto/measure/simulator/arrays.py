@@ -48,6 +48,8 @@ class SimulationProblem:
     remote_task_us: float = 0.0    # per step, per task other than task 0 (the session's) used
     task_message_us: float = 0.0   # per step, per transfer between tasks: a message's cost
     #                                beyond its wire time (the rendezvous, its RecvTensor call)
+    floating_us: float = 0.0       # streams only: per step, work on whichever device's
+    floating_message_us: float = 0.0   # processor is free, and more per message (stream.py)
     feed_ops: Optional[np.ndarray] = None       # int64: ops whose outputs the session feeds;
     #                                             placed outside device 0's task, they first
     #                                             receive their tensor from device 0
@@ -84,6 +86,8 @@ class SimulationProblem:
         self.device_task = np.asarray(self.device_task, dtype=np.int64).reshape(-1)
         self.remote_task_us = float(self.remote_task_us)
         self.task_message_us = float(self.task_message_us)
+        self.floating_us = float(self.floating_us)
+        self.floating_message_us = float(self.floating_message_us)
         self.feed_ops = np.asarray([] if self.feed_ops is None else self.feed_ops,
                                    dtype=np.int64).reshape(-1)
         self.fetch_tensors = np.asarray([] if self.fetch_tensors is None else self.fetch_tensors,
@@ -200,6 +204,8 @@ class SimulationProblem:
             (self.device_task.shape == (n_devices,), "device_task needs one entry per device"),
             (self.remote_task_us >= 0, "remote_task_us must be >= 0"),
             (self.task_message_us >= 0, "task_message_us must be >= 0"),
+            (self.floating_us >= 0 and self.floating_message_us >= 0,
+             "floating_us and floating_message_us must be >= 0"),
             (np.all((self.feed_ops >= 0) & (self.feed_ops < n_ops)), "feed_ops must name ops"),
             (np.all((self.fetch_tensors >= 0) & (self.fetch_tensors < n_tensors)),
              "fetch_tensors must name tensors"),

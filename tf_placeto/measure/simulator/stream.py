@@ -29,6 +29,16 @@ devices and links are shared, FIFO, exactly as within a step:
 - everything else of two steps is independent.
 The variables' persistent bytes count once, not once per step. With K = 1 each step is the
 one-step simulation's step, one after the other.
+
+Work that no device owns floats: the client's calls with their feeds and fetches, the
+runtime's threads that poll and answer messages, which the operating system runs on
+whichever processor is free (`floating_us` per step, `floating_message_us` per message
+between tasks; fitted on real streams, tf_placeto.measure.fitting). The devices' processors
+share it, so a step takes at least all their work per step, this included, over their number:
+where one device idles the floating work fits there, where all are busy it slows every step.
+On `local:2` the real streams of a training step split evenly over both workers ran up to 1.5x
+slower than the devices' schedule alone said, while lopsided splits matched it (BUILD.md,
+"Throughput: the stream mode against real streams").
 """
 
 from __future__ import annotations
@@ -55,11 +65,22 @@ class StreamResult:
     step_end_us: np.ndarray        # (steps,)
     peak_memory_bytes: np.ndarray  # (n_devices,): with the steps in flight
     feasible: bool                 # every peak within its device's capacity
+    schedule_us: float = 0.0       # per step once full, by the devices' schedule alone
+    work_us: float = 0.0           # per step, all the devices' processors' work together
 
 
 def stream_steps(in_flight: int) -> int:
     """How many steps a stream of `in_flight` runs, real or simulated."""
     return max(STEPS_PER_IN_FLIGHT * in_flight, MIN_STEPS)
+
+
+def floating_seconds_per_step_us(schedule_us, work_us, messages, n_devices, floating_us,
+                                 floating_message_us):
+    """Microseconds per step once full (arrays or numbers alike): the devices' schedule,
+    unless the floating work (module docstring) with all the devices' own is more than their
+    processors can do in that time."""
+    floating = floating_us + floating_message_us * np.asarray(messages, float)
+    return np.maximum(schedule_us, (np.asarray(work_us, float) + floating) / n_devices)
 
 
 def steady_seconds_per_step(step_ends, in_flight: int) -> float:
@@ -113,13 +134,18 @@ class Stream:
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
         start[in_flight:] = step_end[:steps - in_flight]
-        per_step_us = steady_seconds_per_step(step_end, in_flight)
+        schedule_us = steady_seconds_per_step(step_end, in_flight)
+        work_us = float(result.busy_us[:problem.n_devices].sum()) / steps
+        per_step_us = float(floating_seconds_per_step_us(
+            schedule_us, work_us, messages, problem.n_devices, problem.floating_us,
+            problem.floating_message_us))
         rate = 1e6 / per_step_us if per_step_us > 0 else np.inf
         peak = result.peak_memory_bytes[:-1]
         return StreamResult(in_flight=in_flight, steps_per_s=float(rate),
                             latency_us=step_end - start, step_end_us=step_end,
                             peak_memory_bytes=peak,
-                            feasible=bool(np.all(peak <= problem.memory_capacity)))
+                            feasible=bool(np.all(peak <= problem.memory_capacity)),
+                            schedule_us=schedule_us, work_us=work_us)
 
 
 def simulate_stream(problem: SimulationProblem, placement, in_flight: int,
@@ -195,6 +221,7 @@ def unroll(problem: SimulationProblem, steps: int, in_flight: int,
         link_copy_share=_padded(problem.link_copy_share, 0.0),
         link_copy_us=_padded(problem.link_copy_us, 0.0),
         device_task=np.append(problem.device_task, 0), remote_task_us=0.0, task_message_us=0.0,
+        floating_us=0.0, floating_message_us=0.0,
         feed_ops=(problem.feed_ops + op_offset).ravel(),
         fetch_tensors=(problem.fetch_tensors + tensor_offset).ravel())
 
