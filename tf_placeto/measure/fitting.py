@@ -15,9 +15,10 @@ profile's own link measurement so that parameters the runs do not tell apart sta
 profile put them. Real streams fit what one step at a time does not show, the work of a
 step that floats to whichever processor is free (calibration.py), and nothing else: fitted
 beside the one-step runs for every parameter, they ranked real streams worse (BUILD.md,
-"Streams in the fit"; `measure.bench_stream --fit-streams` compares). Its quality is measured on placements it was not fitted on (k-fold cross-validation): the rank
-correlation and the median relative error of the held-out predictions, beside the same
-figures of the uncalibrated simulator.
+"Streams in the fit"; `measure.bench_stream --fit-streams` compares). Its quality is
+measured on placements it was not fitted on (k-fold cross-validation): the rank correlation
+and the median relative error of the held-out predictions, beside the same figures of the
+uncalibrated simulator.
 """
 
 from __future__ import annotations

@@ -120,13 +120,14 @@ class Stream:
         """The stream with op i of every step on device `placement[i]`. messages: how many
         messages between tasks a step sends (default: the one-step simulation's transfers
         between tasks; TensorFlow's own count, measure.messages, is what a calibrated
-        measurer passes), each costing `task_message_us` of the session's device."""
+        measurer passes), each costing `task_message_us` of the session's device and
+        `floating_message_us` of floating work."""
         problem, steps, in_flight = self.problem, self.steps, self.in_flight
         placement = np.asarray(placement, dtype=np.int64)
         step_ends = slice(steps * problem.n_ops, None)
         if messages is None:
             messages = simulate(problem, placement).task_transfers \
-                if problem.task_message_us else 0
+                if problem.task_message_us or problem.floating_message_us else 0
         session = session_us(problem, placement, messages)
         self.unrolled.compute_us[step_ends, :] = session
         result = simulate(self.unrolled, np.concatenate([
