@@ -16,9 +16,9 @@ error. Target (issue 17): Spearman >= 0.8.
 With `--fit-streams N`, N other placements (seed + 1) are first timed as streams once, in
 turns, and logged beside the profile, as `tf-placeto measure --stream` logs them; the
 evaluation placements then leave them out, and the stream mode predicts them twice: fitted
-on the log's one-step runs alone, and on the log with its streams (tf_placeto.measure.fitting:
-the one-step fit, refined on all). The streams stay in the log, so a later run fits on them
-and on its own.
+on the log's one-step runs alone, and on the log with its streams (which fit the work that
+floats between the processors, tf_placeto.measure.fitting). The streams stay in the log, so
+every later fit takes them too.
 """
 
 from __future__ import annotations

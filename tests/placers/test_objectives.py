@@ -63,6 +63,25 @@ def test_devices_that_feed_each_other_both_ways_are_scored_by_their_busiest_reso
         loads.processors_us.max(), loads.links_us.max()) < np.inf
 
 
+def test_work_that_floats_bounds_a_step_where_every_processor_is_busy(two_tasks):
+    """Floating work (per step, and per message between tasks) runs on whichever processor is
+    free: the step is at least all the processors' loads and it, over their number, which
+    an even split reaches and a single device, whose idle twin takes it, does not."""
+    half = 0.5 * two_tasks.compute_us[:, 0].sum()      # of the work on one device
+    floating = dataclasses.replace(two_tasks, simulation=dataclasses.replace(
+        two_tasks.simulation, floating_us=half, floating_message_us=100.0))
+    apart = np.arange(two_tasks.n_groups) % 2
+    loads = stream_loads_us(floating, apart)
+    src, dst, _, _ = floating.all_edges()
+    messages = (apart[src] != apart[dst]).sum()
+    assert loads.floating_us == pytest.approx(half + 100.0 * messages)
+    assert throughput_objective_us(floating, apart) == pytest.approx(
+        (loads.processors_us.sum() + loads.floating_us) / 2)
+    single = np.zeros(two_tasks.n_groups, np.int64)
+    assert throughput_objective_us(floating, single) == throughput_objective_us(two_tasks,
+                                                                                single)
+
+
 def test_where_no_processor_copies_a_transfer_loads_only_its_link(two_devices):
     """GPUs joined by a DMA engine (no copy share, no fixed copy): a split's processors carry
     their compute alone, and the bytes crossing load the link they take, one way."""

@@ -36,9 +36,16 @@ def exhaustive_best(problem, score) -> float:
 def variant(problem, kind):
     """alike: as profiled; capped: no device holds the whole graph; slower: device 0 slower and
     group 1 only there (device classes); unlike: that, and a slower link 0 -> 1; remote: some
-    edges' consumers slower when the edge crosses devices."""
+    edges' consumers slower when the edge crosses devices; floating: each device a task of
+    its own, and work that floats between the processors of a stream (per step and per
+    message between tasks)."""
     if kind == "alike":
         return problem
+    if kind == "floating":
+        mean_compute = float(problem.compute_us.mean())
+        return dataclasses.replace(problem, simulation=dataclasses.replace(
+            problem.simulation, device_task=np.arange(problem.n_devices),
+            floating_us=4 * mean_compute, floating_message_us=mean_compute))
     if kind == "remote":
         rng = np.random.default_rng(0)
         mean_compute = float(problem.compute_us.mean())
@@ -61,7 +68,7 @@ def variant(problem, kind):
 
 
 @pytest.mark.parametrize("n_devices,n_groups", [(2, 10), (3, 8)])
-@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote"])
+@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote", "floating"])
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_optimum_is_the_best_of_every_decision(small_cnn_groups, n_devices, n_groups,
                                                    kind, objective):

@@ -147,41 +147,41 @@ class _Predictor:
                 in_flight: Sequence[int] = ()) -> np.ndarray:
         """placements: device index arrays (`_placements(observations)`); in_flight: each
         one's steps in flight (0, or none given: one step), as the observations' figures."""
-        problem = self.base if calibration is None else calibration.apply(
-            self.base, self.executions)
-        results = [simulate(problem, p) for p in placements]
-        transfers = [r.task_transfers for r in results]
+        problem, results, messages, flows = self._simulated(calibration, placements, in_flight)
         steps = np.array([r.step_time_us for r in results])
-        messages = np.asarray(transfers, float)
-        if self.messages is not None and calibration is not None:
-            extra = self.messages.extra(placements, transfers)
-            steps += calibration.message_us * extra
-            messages += extra
-        streams = {}
-        for i, k in enumerate(in_flight):
-            if k:
-                if k not in streams:
-                    streams[k] = Stream(problem, k)     # unrolled once per call
-                stream = streams[k]
-                steps[i] = 1e6 / stream.simulate(placements[i], int(messages[i])).steps_per_s
+        if calibration is not None:
+            steps += calibration.message_us * (messages - [r.task_transfers for r in results])
+        for i, flow in flows.items():
+            steps[i] = 1e6 / flow.steps_per_s
         return steps / 1e6
 
     def stream_parts(self, calibration: Calibration, placements, in_flight) -> tuple:
         """Per stream (in_flight > 0 each), what its seconds per step are made of under
         `calibration` (simulator.stream.floating_seconds_per_step_us, less the floating
         work): (schedule_us, work_us, messages, n_devices) arrays."""
-        problem = calibration.apply(self.base, self.executions)
-        transfers = [simulate(problem, p).task_transfers for p in placements]
+        problem, _, messages, flows = self._simulated(calibration, placements, in_flight)
+        return tuple(np.array(column, float) for column in zip(*[
+            (flow.schedule_us, flow.work_us, messages[i], problem.n_devices)
+            for i, flow in sorted(flows.items())]))
+
+    def _simulated(self, calibration: Optional[Calibration], placements, in_flight) -> tuple:
+        """(problem, one-step results, messages between tasks of each step, {index: stream
+        result} of the streams among them) under `calibration`; the messages are TensorFlow's
+        count where it is made (calibrated), else the simulator's transfers."""
+        problem = self.base if calibration is None else calibration.apply(
+            self.base, self.executions)
+        results = [simulate(problem, p) for p in placements]
+        transfers = [r.task_transfers for r in results]
         messages = np.asarray(transfers, float)
-        if self.messages is not None:
+        if self.messages is not None and calibration is not None:
             messages += self.messages.extra(placements, transfers)
-        streams, parts = {}, []
-        for placement, k, count in zip(placements, in_flight, messages):
-            if k not in streams:
-                streams[k] = Stream(problem, k)
-            flow = streams[k].simulate(placement, int(count))
-            parts.append((flow.schedule_us, flow.work_us, count, problem.n_devices))
-        return tuple(np.array(column, float) for column in zip(*parts))
+        streams, flows = {}, {}
+        for i, k in enumerate(in_flight):
+            if k:
+                if k not in streams:
+                    streams[k] = Stream(problem, k)     # unrolled once per call
+                flows[i] = streams[k].simulate(placements[i], int(messages[i]))
+        return problem, results, messages, flows
 
     def start(self) -> Calibration:
         """The profile as it stands: its links, nothing more."""

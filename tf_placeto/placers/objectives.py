@@ -25,7 +25,10 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
     remote input; device 0's also the session's work: a RunGraph call per remote task used,
     a message per transfer between tasks (the master runs them in task 0's process);
   - each link, one way: the wire's share of every transfer on it (its latency and the bytes
-    the processors do not copy).
+    the processors do not copy);
+  - all the processors together: their loads and the work that floats to whichever of them
+    is free (simulator.stream: the client's calls, the runtime's threads; per step and per
+    message between tasks, fitted on logged real streams), over the number of devices.
   These are the op-level simulator's terms (measure.simulator), summed per step, and a
   transfer's latency + bytes / bandwidth split among them as the simulator splits it. No
   pipeline of stages in one order is asked for (Tarnawski et al.'s throughput model, which
@@ -105,10 +108,13 @@ class StreamLoads:
     processors_us: np.ndarray   # (n_devices,): device 0's with the session's work
     links_us: np.ndarray        # (n_devices, n_devices): from row to column
     session_us: float           # the session's part of processors_us[0]
+    floating_us: float = 0.0    # on whichever processor is free
 
     @property
     def busiest_us(self) -> float:
-        return float(max(self.processors_us.max(initial=0.0), self.links_us.max(initial=0.0)))
+        shared = (self.processors_us.sum() + self.floating_us) / len(self.processors_us)
+        return float(max(self.processors_us.max(initial=0.0), self.links_us.max(initial=0.0),
+                         shared))
 
 
 def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
@@ -128,7 +134,9 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
     session = (cost.message_us.sum() + problem.simulation.remote_task_us
                * len(remote_tasks(problem.simulation, devices)))
     processors[0] += session
-    return StreamLoads(processors, links, float(session))
+    floating = (problem.simulation.floating_us
+                + problem.simulation.floating_message_us * cost.between_tasks.sum())
+    return StreamLoads(processors, links, float(session), float(floating))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +147,7 @@ class CrossingCosts:
     receiver_us: np.ndarray   # the receiver's: its copy, and its consumer's remote extra
     wire_us: np.ndarray       # the link from sender to receiver
     message_us: np.ndarray    # the session's (device 0's): a message between tasks
+    between_tasks: np.ndarray  # 1.0 where the edge crosses tasks (a message), else 0.0
 
 
 def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> CrossingCosts:
@@ -154,9 +163,11 @@ def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> 
     moving_us = np.broadcast_to(np.where(
         crosses, np.asarray(nbytes, np.float64) / problem.bytes_per_us[src, dst], 0.0), shape)
     share, fixed = simulation.link_copy_share[src, dst], simulation.link_copy_us[src, dst]
-    between = simulation.device_task[src] != simulation.device_task[dst]
-    message = np.broadcast_to(np.where(between, simulation.task_message_us, 0.0), shape)
+    between = np.broadcast_to(
+        (simulation.device_task[src] != simulation.device_task[dst]).astype(np.float64), shape)
+    message = simulation.task_message_us * between
     copy = np.where(crosses, share * moving_us + fixed, 0.0)
     wire = np.where(crosses, problem.latency_us[src, dst] - 2 * fixed - message
                     + (1 - 2 * share) * moving_us, 0.0)
-    return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire, message)
+    return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire, message,
+                         between)

@@ -325,13 +325,15 @@ class PlacementProblem:
     def lower_bound_us(self) -> float:
         """No decision scores below this under the problem's objective. Latency: the
         op-level bound of one step (simulator.lower_bound_us). Throughput, per step of a full
-        stream: max(total work / devices, the largest group), each group on its fastest
-        device; a busiest link's bytes / bandwidth is 0 over all decisions (one device sends
-        nothing), so it bounds a decision, not the problem."""
+        stream: max((total work + the work that floats per step) / devices, the largest
+        group), each group on its fastest device; a busiest link's bytes / bandwidth is 0
+        over all decisions (one device sends nothing), so it bounds a decision, not the
+        problem."""
         if self.objective == "latency":
             return simulator.lower_bound_us(self.simulation)
         fastest = np.where(self.allowed, self.compute_us, np.inf).min(axis=1)
-        return float(max(fastest.sum() / self.n_devices, fastest.max(initial=0.0)))
+        return float(max((fastest.sum() + self.simulation.floating_us) / self.n_devices,
+                         fastest.max(initial=0.0)))
 
     def device_loads(self, group_devices) -> np.ndarray:
         """Modelled memory per device under a decision."""

@@ -152,7 +152,8 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
 def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
                      ceiling: float) -> np.ndarray:
     """The busiest load of objectives.throughput_objective_us, in units of `ceiling`: a row
-    for each device's processor (device 0's with the session's work) and each link one way,
+    for each device's processor (device 0's with the session's work), each link one way and,
+    where work floats, all the processors together over their number,
     whose load `busiest` is at least; used[t] is at least 1 when the decision puts a group on
     a device of remote task t (its RunGraph call is the session's)."""
     n_devices = problem.n_devices
@@ -182,6 +183,14 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
          np.broadcast_to(used, (n_devices, len(remote)))))
     program.constrain(np.zeros(len(first)), (1.0, np.repeat(busiest, len(first))),
                       (-cost.wire_us.T / ceiling, y.T))
+    simulation = problem.simulation
+    if simulation.floating_us or simulation.floating_message_us:    # all processors at once
+        crossing = (processor.sum(axis=0) + cost.message_us.ravel()
+                    + simulation.floating_message_us * cost.between_tasks.ravel())
+        program.constrain(np.full(1, simulation.floating_us / ceiling),
+                          (float(n_devices), busiest), (-compute[None], x[None]),
+                          (-crossing[None] / ceiling, y.reshape(1, -1)),
+                          (-simulation.remote_task_us / ceiling, used[None]))
     return busiest
 
 
