@@ -67,15 +67,16 @@ def add_timing_options(parser, placements: int, budget_s: float) -> None:
     parser.add_argument("--cache", default=None, help="profiles directory (default: the cache)")
 
 
-def timed_twice(name: str, runtime, args, stream: int = 0) -> tuple:
-    """(workload, labels, placements, real, ok): model `name` profiled on the runtime, its
-    `args.placements` evaluation placements, and their real figures from two independent
-    passes in turns (real: (2, placements) seconds per step, of streams `stream` at a time
-    where stream > 0; ok: the placement ran in both)."""
+def timed_twice(name: str, runtime, args, stream: int = 0, workload=None) -> tuple:
+    """(workload, labels, placements, real, ok): model `name` profiled on the runtime (or
+    `workload`, where the caller has loaded it), its `args.placements` evaluation placements,
+    and their real figures from two independent passes in turns (real: (2, placements)
+    seconds per step, of streams `stream` at a time where stream > 0; ok: the placement ran
+    in both)."""
     from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.workload import load_workload
 
-    workload = load_workload(real_models.build(name), runtime, cache=args.cache)
+    workload = workload or load_workload(real_models.build(name), runtime, cache=args.cache)
     chosen = evaluation_placements(workload, runtime, args.placements, args.seed)
     labels = [label for label, _ in chosen]
     placements = [placement for _, placement in chosen]

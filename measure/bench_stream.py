@@ -38,10 +38,14 @@ def bench(name: str, runtime, args) -> tuple:
     from tf_placeto.measure import fitting
     from tf_placeto.measure.measurer import SimulatedMeasurer
 
-    if args.fit_streams:
-        fit_streams_first(name, runtime, args)
-    workload, labels, placements, real, ok = timed_twice(name, runtime, args, args.stream)
+    from tf_placeto.workload import load_workload
+
     devices = tp.DeviceSet.from_strings(runtime.device_names)
+    workload = load_workload(real_models.build(name), runtime, cache=args.cache)
+    if args.fit_streams:
+        fit_streams_first(name, workload, runtime, devices, args)
+    workload, labels, placements, real, ok = timed_twice(name, runtime, args, args.stream,
+                                                         workload)
     cost_model = workload.cost_model
 
     def predicted(stream: int = 0) -> np.ndarray:
@@ -55,7 +59,8 @@ def bench(name: str, runtime, args) -> tuple:
                 "fitted_with_streams": logged}
         for kind, observations in fits.items():
             cost_model.calibration = fitting.fit(workload.graph, cost_model, devices,
-                                                 fitting.fitted_on(observations))
+                                                 fitting.fitted_on(observations),
+                                                 directory=workload.profile_dir)
             columns[f"stream_sim_{kind}"] = predicted(args.stream)
             say(f"{name}: {kind}: {cost_model.calibration}")
     table = pd.DataFrame({"model": name, "placement": labels,
@@ -73,25 +78,22 @@ def bench(name: str, runtime, args) -> tuple:
     return row, table
 
 
-def fit_streams_first(name: str, runtime, args) -> None:
-    """Time `args.fit_streams` placements (seed + 1) as streams once, in turns, and log them
-    beside the profile (module docstring)."""
-    import tf_placeto as tp
+def fit_streams_first(name: str, workload, runtime, devices, args) -> None:
+    """Time `args.fit_streams` placements (seed + 1) as streams once, in turns, log them
+    beside the profile (module docstring) and refit the workload's calibration on them."""
     from tf_placeto.measure import fitting
     from tf_placeto.measure.interleaved import measure_interleaved
-    from tf_placeto.workload import load_workload
 
-    workload = load_workload(real_models.build(name), runtime, cache=args.cache)
     chosen = evaluation_placements(workload, runtime, args.fit_streams, args.seed + 1)
     say(f"{name}: {len(chosen)} placements timed as streams of {args.stream} for the fit")
     placements = [placement for _, placement in chosen]
     results = measure_interleaved(workload.graph, runtime, placements,
                                   [label for label, _ in chosen], repeats="auto",
                                   budget_s=args.budget, trace=False, stream=args.stream)
-    logged = fitting.record(workload.profile_dir, workload.graph,
-                            tp.DeviceSet.from_strings(runtime.device_names), placements,
+    logged = fitting.record(workload.profile_dir, workload.graph, devices, placements,
                             results, "bench_stream")
     say(f"{name}: {logged} streams logged beside the profile")
+    fitting.refresh(workload.graph, workload.cost_model, devices, workload.profile_dir)
 
 
 def main(argv=None) -> int:

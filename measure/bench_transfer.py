@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -57,9 +56,8 @@ def main(argv=None) -> int:
     from measure import say
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.placers import hill_climb
     from tf_placeto.policy import inference
-    from tf_placeto.policy.starts import fast_start
+    from tf_placeto.policy.starts import best_known, fast_start
     from tf_placeto.workload import load_workload
 
     low, _, high = args.members.partition("-")
@@ -75,16 +73,15 @@ def main(argv=None) -> int:
             problem = workload.problem(n, link=link)
             steps = algorithm_steps(workload, problem)
             best_us, best_name = best_algorithm(workload, problem, steps)
-            _, fast_devices, _ = fast_start(problem)
+            fast = fast_start(problem)
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
                    "rule_vs_algorithm": _rule_walk(problem) / best_us}
             if args.climb > 0:
-                climbed, _ = hill_climb.climb(problem, fast_devices,
-                                              time.monotonic() + args.climb)
-                row["climb_vs_algorithm"] = problem.simulate(climbed).step_time_us / best_us
-            for kind, initial in (("random", None), ("fast", fast_devices)):
+                _, taught = best_known(problem, climb_seconds=args.climb, fast=fast)
+                row["climb_vs_algorithm"] = problem.simulate(taught).step_time_us / best_us
+            for kind, initial in (("random", None), ("fast", fast[1])):
                 devices, value, objectives = inference.greedy_placement(problem, policy,
                                                                         initial)
                 row[f"zero_shot_{kind}_vs_algorithm"] = value / best_us

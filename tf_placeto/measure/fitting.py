@@ -172,9 +172,9 @@ class _Predictor:
             self.base, self.executions)
         results = [simulate(problem, p) for p in placements]
         transfers = [r.task_transfers for r in results]
-        messages = np.asarray(transfers, float)
-        if self.messages is not None and calibration is not None:
-            messages += self.messages.extra(placements, transfers)
+        messages = self.messages.sent(placements, transfers) \
+            if self.messages is not None and calibration is not None \
+            else np.asarray(transfers, float)
         streams, flows = {}, {}
         for i, k in enumerate(in_flight):
             if k:
@@ -212,14 +212,16 @@ def _in_flight(observations) -> list:
 
 
 def fit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations: Sequence,
-        start: Optional[Calibration] = None, iterations: int = FIT_ITERATIONS
-        ) -> Calibration:
+        start: Optional[Calibration] = None, iterations: int = FIT_ITERATIONS,
+        directory: Optional[str] = None) -> Calibration:
     """The calibration under which the simulator best predicts `observations` (no held-out
-    figures: see `held_out`)."""
+    figures: see `held_out`). directory: the profile's, whose counts of TensorFlow's
+    messages are reused (messages.py)."""
     if len(observations) < MIN_OBSERVATIONS:
         raise ValueError(f"a fit needs at least {MIN_OBSERVATIONS} real runs, "
                          f"not {len(observations)}")
-    return _fit(_Predictor(graph, cost_model, devices), observations, start, iterations)
+    return _fit(_Predictor(graph, cost_model, devices, directory), observations, start,
+                iterations)
 
 
 def _fit(predictor: _Predictor, observations, start, iterations) -> Calibration:

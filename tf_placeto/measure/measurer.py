@@ -300,7 +300,7 @@ class SimulatedMeasurer(Measurer):
         messages = None
         if self._messages is not None:      # TensorFlow's messages, as one step counts them
             transfers = simulate(self.problem, indices).task_transfers
-            messages = transfers + self._messages.extra([indices], [transfers])[0]
+            messages = int(self._messages.sent([indices], [transfers])[0])
         flow = self.stream.simulate(indices, messages)
         per_step = 1.0 / flow.steps_per_s
         return MeasureResult(

@@ -122,6 +122,11 @@ class TaskMessages:
             return np.zeros(len(assignments))
         return np.array([self.count(a) for a in assignments]) - np.asarray(simulated)
 
+    def sent(self, assignments, simulated) -> np.ndarray:
+        """For each placement, the messages between tasks its step sends: TensorFlow's count,
+        or the simulator's transfers (`simulated`) once Grappler has failed (extra)."""
+        return np.asarray(simulated, float) + self.extra(assignments, simulated)
+
     def _feeds(self) -> set:
         return {self.graph.ops[i].name for i in self.graph.feed_ops}
 

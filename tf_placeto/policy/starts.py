@@ -46,16 +46,17 @@ def fast_start(problem: PlacementProblem) -> tuple:
 
 
 def best_known(problem: PlacementProblem, exact_seconds: float = 0.0,
-               climb_seconds: float = 0.0) -> tuple:
+               climb_seconds: float = 0.0, fast: tuple = None) -> tuple:
     """(name, device per group): the best decision known for `problem`, which imitation
     teaches: the fast placers' best (fast_start); with `climb_seconds` (0: not asked), that
     decision climbed in the simulator for up to so many seconds (placers/hill_climb.py), where
     the climb made it faster; with `exact_seconds` (0: not asked), the exact placer's decision
     where it proves that decision optimal on its model and the decision also simulates faster
     than the others. The exact placer's model is not the simulator, so its proof alone does
-    not make its decision the better lesson."""
+    not make its decision the better lesson. fast: fast_start(problem), where the caller has
+    it."""
     objective = Objective(problem)
-    name, devices, values = fast_start(problem)
+    name, devices, values = fast or fast_start(problem)
     best = min(values)
     if climb_seconds > 0:
         climbed, _ = hill_climb.climb(problem, devices, time.monotonic() + climb_seconds)
