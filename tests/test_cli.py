@@ -475,3 +475,25 @@ def test_a_failure_at_run_time_exits_1_and_keeps_tensorflows_log(failing_model, 
     path = log.removeprefix("tf-placeto: TensorFlow's log: ")
     assert path != log and os.path.isfile(path)
     os.remove(path)
+
+
+def test_the_calibration_report_gives_single_steps_and_streams_their_own_figures():
+    """A profile whose log holds streams beside single steps prints each kind's held-out
+    figures on a line of its own (fitting.held_out ranks them apart)."""
+    from tf_placeto import cli
+    from tf_placeto.measure.calibration import Calibration
+
+    def figures(spearman, error):
+        return {"spearman": spearman, "median_error": error}
+
+    quality = {"calibrated": figures(0.9, 0.05), "uncalibrated": figures(0.5, 0.3),
+               "runs": 40, "folds": 5, "streams": {"calibrated": figures(0.8, 0.09),
+                                                   "uncalibrated": figures(0.4, 0.25),
+                                                   "runs": 12}}
+    lines = cli._calibration_report(Calibration(observations=40, quality=quality)).splitlines()
+    assert lines[1].startswith("on single steps it was not fitted on (5-fold): Spearman 0.90")
+    assert lines[2].startswith("on streams it was not fitted on (5-fold): Spearman 0.80, "
+                               "median error 9%")
+    alone = {key: value for key, value in quality.items() if key != "streams"}
+    assert cli._calibration_report(Calibration(observations=40, quality=alone)).splitlines()[
+        1].startswith("on runs it was not fitted on")

@@ -137,6 +137,11 @@ def test_logged_streams_fit_the_work_that_floats_and_nothing_else(graph, tmp_pat
     refit = fitting.refresh(graph, cluster_cost_model(graph), devices, str(tmp_path),
                             force=True)
     assert refit.observations == len(logged) and refit.floating_us > 0
+    # held out, each kind is ranked on its own: a stream's seconds per step beside a step's
+    # time in one Spearman would mostly rank the kinds
+    assert refit.quality["runs"] == len(logged)
+    assert refit.quality["streams"]["runs"] == len(streams)
+    assert refit.quality["streams"]["calibrated"]["median_error"] < 0.05
 
 
 def test_a_fit_takes_the_latest_one_step_runs_and_the_streams_its_budget_allows():
