@@ -2,7 +2,8 @@
 
     python -m measure.bench_placeto [--graphs examples:inception_v3 ...] [--devices 2 4]
                                     [--iterations 100] [--policy DIR] [--held-out ...]
-                                    [--starts random fast] [--cluster local:2] [--csv FILE]
+                                    [--starts random fast] [--init scratch|pretrained]
+                                    [--restart fixed|previous] [--cluster local:2] [--csv FILE]
 
 All in simulation with profiled op costs (profiles made on `--cluster`, cached) and devices
 joined by `--link`. Each Placeto figure is given per start (`--starts`): "random", the paper's
@@ -10,7 +11,8 @@ fixed random placement, which shows what the policy finds on its own; "fast", th
 decision of the fast placers, which the policy then improves (the default of `place`). Prints:
 - quality: per graph and device count, the best algorithmic placer's simulated step, and the
   best step Placeto reached when trained on that graph alone for `--iterations` iterations
-  (from scratch, every episode from the start);
+  (`--init`: from scratch, the paper's, or the shipped policy fine-tuned; `--restart`: every
+  episode from the start, or each from where the one before ended);
 - search cost: how many placements Placeto evaluated (every move of every episode is one
   simulated placement) before it came within 5% of its final best, and the same for the
   hierarchical RNN planner (`rnn`) given as many evaluations (or `--rnn-budget`);
@@ -64,6 +66,13 @@ def main(argv=None) -> int:
                              "Placeto's training evaluated)")
     parser.add_argument("--starts", nargs="+", default=["random", "fast"],
                         choices=["random", "fast"])
+    parser.add_argument("--init", default="scratch", choices=["scratch", "pretrained"],
+                        help="the per-graph training's network: new (the paper's), or the "
+                             "shipped (or --policy) policy fine-tuned, as place --budget does")
+    parser.add_argument("--restart", default="fixed", choices=["fixed", "previous"],
+                        help="where each episode of the per-graph training starts: the start "
+                             "(the paper's fixed random placement) or where the one before "
+                             "ended (the paper's other choice)")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -101,16 +110,22 @@ def main(argv=None) -> int:
                 start = time.perf_counter()
                 _, zero_shot, _ = inference.greedy_placement(problem, policy, initial)
                 row[f"zero_shot_{kind}_s"] = time.perf_counter() - start
-                say(f"{graph} on {n} devices: training Placeto for {args.iterations} "
-                    f"iterations from the {kind} start")
-                with tempfile.TemporaryDirectory() as scratch:
-                    trainer = Trainer([problem], scratch, TrainingConfig(),
-                                      initial=[initial])
-                    trainer.run(args.iterations)
-                    trained = trainer.best(0)[0]
-                    row[f"placements_to_5pct_{kind}"] = evaluations_to_within(
-                        trainer.objectives(0))
-                    row["placeto_evaluations"] = len(trainer.objectives(0))
+                say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
+                    f"{args.iterations} iterations from the {kind} start, restart "
+                    f"{args.restart}")
+                if args.init == "pretrained":
+                    _, trained, objectives = inference.fine_tuned_placement(
+                        problem, policy, args.iterations, initial=initial,
+                        restart=args.restart)
+                else:
+                    with tempfile.TemporaryDirectory() as scratch:
+                        trainer = Trainer([problem], scratch,
+                                          TrainingConfig(restart=args.restart),
+                                          initial=[initial])
+                        trainer.run(args.iterations)
+                        trained, objectives = trainer.best(0)[0], trainer.objectives(0)
+                row[f"placements_to_5pct_{kind}"] = evaluations_to_within(objectives)
+                row["placeto_evaluations"] = len(objectives)
                 row.update({f"trained_{kind}_ms": trained / 1e3,
                             f"zero_shot_{kind}_ms": zero_shot / 1e3,
                             f"trained_{kind}_vs_algorithm": trained / best[0],

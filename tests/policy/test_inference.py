@@ -75,3 +75,26 @@ def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
         devices, value, walk = inference.greedy_placement(problem, trained)
         assert devices.shape == (problem.n_groups,) and devices.max() < n
         assert len(walk) == problem.n_groups + 1 and value == walk.min()
+
+
+@pytest.mark.parametrize("restart", ["previous", "fixed"])
+def test_fine_tuning_walks_on_from_where_its_episodes_ended(trained, policy_problems,
+                                                            monkeypatch, restart):
+    """By default each fine-tuning episode starts where the one before ended (the walks go
+    on improving one placement); "fixed" starts every one from the start placement. The
+    policy's own configuration is kept otherwise."""
+    from tf_placeto.policy import training
+
+    configs = []
+    real_trainer = training.Trainer
+
+    def recording(problems, out, config, initial=None):
+        configs.append(config)
+        return real_trainer(problems, out, config, initial=initial)
+
+    monkeypatch.setattr(training, "Trainer", recording)
+    kwargs = {} if restart == "previous" else {"restart": restart}
+    inference.fine_tuned_placement(policy_problems[0], trained, 1, **kwargs)
+    logged = training.read_log(f"{trained}/training.json")["config"]
+    assert [c.restart for c in configs] == [restart]
+    assert configs[0].embedding == logged["embedding"] and configs[0].rounds == logged["rounds"]

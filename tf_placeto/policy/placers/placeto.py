@@ -1,8 +1,9 @@
 """Placeto: the learned graph-embedding policy places the groups (tf_placeto.policy).
 
 Options: `policy`, a directory written by `tf-placeto train` (default: the policy shipped with
-the package); `budget`, episodes of fine-tuning on this graph (0: one greedy episode,
-zero-shot; AUTO_BUDGET within method auto); `start`, where episodes start: "fast" (the best
+the package); `budget`, iterations of fine-tuning on this graph, each episode walking on
+from where the one before ended (0: one greedy episode, zero-shot; AUTO_BUDGET within method
+auto); `start`, where the first episodes start: "fast" (the best
 decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
 "single" (every group on the best device).
 The policy places the problem as it is: any number of groups, on any number of devices.
@@ -31,8 +32,8 @@ PLACER = PlacerSpec(
                help="a policy trained with `tf-placeto train` (default: the one shipped with "
                     "the package)"),
         Option("--budget", "budget", int, 0, metavar="N", least=0, auto=AUTO_BUDGET, quick=0,
-               help="iterations of fine-tuning on the graph; 0: one greedy episode, "
-                    "zero-shot"),
+               help="iterations of fine-tuning on the graph, each episode walking on from "
+                    "where the one before ended; 0: one greedy episode, zero-shot"),
         Option("--start", "start", str, "fast", choices=inference.START_KINDS,
                help="where its episodes start: fast, the best decision of the fast placers, "
                     "which the policy improves; random, the Placeto paper's random placement; "
