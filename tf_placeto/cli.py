@@ -490,14 +490,7 @@ def _calibration_report(calibration) -> str:
              f"{calibration.describe()}"]
     quality = calibration.quality
     if quality:
-        steps = "single steps" if quality.get("streams") else "runs"
-        for kind, figures in ((steps, quality), ("streams", quality.get("streams"))):
-            if figures:
-                after, before = figures["calibrated"], figures["uncalibrated"]
-                lines.append(
-                    f"on {kind} it was not fitted on ({quality['folds']}-fold): Spearman "
-                    f"{after['spearman']:.2f}, median error {after['median_error']:.0%} "
-                    f"(uncalibrated: {before['spearman']:.2f}, {before['median_error']:.0%})")
+        lines += fitting.quality_lines(quality)
     return "\n".join(lines)
 
 

@@ -449,8 +449,20 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     calibration.save(directory)
     cost_model.calibration = calibration
     if checked:
-        after, before = quality["calibrated"], quality["uncalibrated"]
-        log.info(f"simulator on {quality['runs']} real runs, held out: Spearman "
-                 f"{after['spearman']:.2f} (uncalibrated {before['spearman']:.2f}), median "
-                 f"error {after['median_error']:.0%} (uncalibrated {before['median_error']:.0%})")
+        for line in quality_lines(quality):
+            log.info(f"simulator fitted on {quality['runs']} real runs: {line}")
     return calibration
+
+
+def quality_lines(quality: dict) -> list:
+    """The held-out figures of `held_out` in words, a line per kind of run."""
+    steps = "single steps" if quality.get("streams") else "runs"
+    lines = []
+    for kind, figures in ((steps, quality), ("streams", quality.get("streams"))):
+        if figures:
+            after, before = figures["calibrated"], figures["uncalibrated"]
+            lines.append(
+                f"on {kind} it was not fitted on ({quality['folds']}-fold): Spearman "
+                f"{after['spearman']:.2f}, median error {after['median_error']:.0%} "
+                f"(uncalibrated: {before['spearman']:.2f}, {before['median_error']:.0%})")
+    return lines
