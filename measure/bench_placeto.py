@@ -3,7 +3,8 @@
     python -m measure.bench_placeto [--graphs examples:inception_v3 ...] [--devices 2 4]
                                     [--iterations 100] [--policy DIR] [--held-out ...]
                                     [--starts random fast] [--init scratch|pretrained]
-                                    [--restart fixed|previous] [--cluster local:2] [--csv FILE]
+                                    [--restart fixed|previous] [--seeds 1]
+                                    [--cluster local:2] [--csv FILE]
 
 All in simulation with profiled op costs (profiles made on `--cluster`, cached) and devices
 joined by `--link`. Each Placeto figure is given per start (`--starts`): "random", the paper's
@@ -16,6 +17,10 @@ decision of the fast placers, which the policy then improves (the default of `pl
 - search cost: how many placements Placeto evaluated (every move of every episode is one
   simulated placement) before it came within 5% of its final best, and the same for the
   hierarchical RNN planner (`rnn`) given as many evaluations (or `--rnn-budget`);
+- with `--seeds N`, the training and the RNN planner run N times with seeds 0..N-1 (the
+  random start, the networks' weights and their samples), in turns; the last table gives per
+  problem the medians over the seeds and on how many seeds Placeto ended at or below the RNN
+  planner (one run of either differs from the next by several percent);
 - transfer: on held-out family members, the shipped (or `--policy`) policy zero-shot against a
   policy trained on that graph and against the best algorithmic placer;
 - speed: how long a zero-shot placement of each graph took.
@@ -73,6 +78,8 @@ def main(argv=None) -> int:
                         help="where each episode of the per-graph training starts: the start "
                              "(the paper's fixed random placement) or where the one before "
                              "ended (the paper's other choice)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="repeat each training and RNN search with seeds 0..N-1")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -85,10 +92,8 @@ def main(argv=None) -> int:
     from tf_placeto import methods
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start
-    from tf_placeto.policy.training import Trainer, TrainingConfig
     from tf_placeto.workload import load_workload
 
     policy = args.policy or inference.pretrained_policy()
@@ -102,49 +107,83 @@ def main(argv=None) -> int:
             problem = workload.problem(n, link=link)
             best = best_algorithm(workload, problem)
             _, fast_devices, _ = fast_start(problem)
-            row = {"graph": graph, "devices": n, "ops": len(workload.graph),
-                   "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
-                   "held_out": graph in args.held_out}
-            for kind in args.starts:
-                initial = fast_devices if kind == "fast" else None
-                start = time.perf_counter()
-                _, zero_shot, _ = inference.greedy_placement(problem, policy, initial)
-                row[f"zero_shot_{kind}_s"] = time.perf_counter() - start
-                say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
-                    f"{args.iterations} iterations from the {kind} start, restart "
-                    f"{args.restart}")
-                if args.init == "pretrained":
-                    _, trained, objectives = inference.fine_tuned_placement(
-                        problem, policy, args.iterations, initial=initial,
-                        restart=args.restart)
-                else:
-                    with tempfile.TemporaryDirectory() as scratch:
-                        trainer = Trainer([problem], scratch,
-                                          TrainingConfig(restart=args.restart),
-                                          initial=[initial])
-                        trainer.run(args.iterations)
-                        trained, objectives = trainer.best(0)[0], trainer.objectives(0)
-                row[f"placements_to_5pct_{kind}"] = evaluations_to_within(objectives)
-                row["placeto_evaluations"] = len(objectives)
-                row.update({f"trained_{kind}_ms": trained / 1e3,
-                            f"zero_shot_{kind}_ms": zero_shot / 1e3,
-                            f"trained_{kind}_vs_algorithm": trained / best[0],
-                            f"zero_shot_{kind}_vs_trained": zero_shot / trained,
-                            f"zero_shot_{kind}_vs_algorithm": zero_shot / best[0]})
-            rnn_budget = args.rnn_budget or row["placeto_evaluations"]
-            say(f"{graph} on {n} devices: the RNN planner, {rnn_budget} evaluations")
-            rnn = methods.place("rnn", problem, budget=rnn_budget)
-            row.update({"rnn_ms": problem.simulate(rnn.group_devices).step_time_us / 1e3,
-                        "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
-                        "rnn_evaluations": rnn.info["evaluations"]})
-            rows.append(row)
-            say(str(row))
+            for seed in range(args.seeds):
+                row = {"graph": graph, "devices": n, "seed": seed, "ops": len(workload.graph),
+                       "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
+                       "held_out": graph in args.held_out}
+                for kind in args.starts:
+                    initial = fast_devices if kind == "fast" else None
+                    say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
+                        f"{args.iterations} iterations from the {kind} start, restart "
+                        f"{args.restart}, seed {seed}")
+                    row.update(_placeto_figures(problem, policy, initial, kind, seed, best[0],
+                                                args))
+                rnn_budget = args.rnn_budget or row["placeto_evaluations"]
+                say(f"{graph} on {n} devices: the RNN planner, {rnn_budget} evaluations, "
+                    f"seed {seed}")
+                rnn = methods.place("rnn", problem, seed=seed, budget=rnn_budget)
+                rnn_us = problem.simulate(rnn.group_devices).step_time_us
+                row.update({"rnn_ms": rnn_us / 1e3, "rnn_vs_algorithm": rnn_us / best[0],
+                            "rnn_placements_to_5pct": rnn.info["evaluations_to_5pct"],
+                            "rnn_evaluations": rnn.info["evaluations"]})
+                rows.append(row)
+                say(str(row))
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 220, "display.max_columns", None):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if args.seeds > 1:
+            print(_over_seeds(table, args.starts).to_string(
+                index=False, float_format=lambda v: f"{v:.3f}"))
     if args.csv:
         table.to_csv(args.csv, index=False)
     return 0
+
+
+def _placeto_figures(problem, policy: str, initial, kind: str, seed: int, best_us: float,
+                     args) -> dict:
+    """One start's columns of a row: the policy zero-shot, then trained on `problem` alone."""
+    from tf_placeto.placers.common import evaluations_to_within
+    from tf_placeto.policy import inference
+    from tf_placeto.policy.training import Trainer, TrainingConfig
+
+    start = time.perf_counter()
+    _, zero_shot, _ = inference.greedy_placement(problem, policy, initial)
+    zero_shot_s = time.perf_counter() - start
+    if args.init == "pretrained":
+        _, trained, objectives = inference.fine_tuned_placement(
+            problem, policy, args.iterations, seed=seed, initial=initial,
+            restart=args.restart)
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            trainer = Trainer([problem], scratch,
+                              TrainingConfig(restart=args.restart, seed=seed),
+                              initial=[initial])
+            trainer.run(args.iterations)
+            trained, objectives = trainer.best(0)[0], trainer.objectives(0)
+    return {f"zero_shot_{kind}_s": zero_shot_s,
+            f"placements_to_5pct_{kind}": evaluations_to_within(objectives),
+            "placeto_evaluations": len(objectives),
+            f"trained_{kind}_ms": trained / 1e3, f"zero_shot_{kind}_ms": zero_shot / 1e3,
+            f"trained_{kind}_vs_algorithm": trained / best_us,
+            f"zero_shot_{kind}_vs_trained": zero_shot / trained,
+            f"zero_shot_{kind}_vs_algorithm": zero_shot / best_us}
+
+
+def _over_seeds(table, starts) -> "pd.DataFrame":
+    """Per problem: the medians over the seeds, and the seeds on which Placeto's trained step
+    (from each start) was at or below the RNN planner's, and reached 5% of its own final best
+    in fewer evaluations."""
+    figures = {"rnn_vs_algorithm": "median", "rnn_placements_to_5pct": "median",
+               "seed": "count"}
+    for kind in starts:
+        table[f"at_or_below_rnn_{kind}"] = table[f"trained_{kind}_ms"] <= table["rnn_ms"]
+        table[f"fewer_to_5pct_{kind}"] = (table[f"placements_to_5pct_{kind}"]
+                                          < table["rnn_placements_to_5pct"])
+        figures.update({f"trained_{kind}_vs_algorithm": "median",
+                        f"placements_to_5pct_{kind}": "median",
+                        f"at_or_below_rnn_{kind}": "sum", f"fewer_to_5pct_{kind}": "sum"})
+    summary = table.groupby(["graph", "devices"], as_index=False).agg(figures)
+    return summary.rename(columns={"seed": "seeds"})
 
 
 if __name__ == "__main__":

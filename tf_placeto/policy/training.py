@@ -96,7 +96,9 @@ class Trainer:
             ckpt_dir=os.path.join(out, CHECKPOINTS), max_to_keep=2, agent=self.agent,
             policy=self.agent.policy, train_step=self.step,
             imitation_optimizer=self.imitation_optimizer)
-        self.checkpointer.initialize_or_restore()
+        # the imitation optimizer's slots are restored when imitation builds them (resume);
+        # a reinforcement stage or fine-tuning never does, and TensorFlow would warn per slot
+        self.checkpointer.initialize_or_restore().expect_partial()
         self.baselines.load(os.path.join(out, CHECKPOINTS))
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
         log = read_log(os.path.join(out, LOG))
