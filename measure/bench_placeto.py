@@ -173,6 +173,7 @@ def _over_seeds(table, starts) -> "pd.DataFrame":
     """Per problem: the medians over the seeds, and the seeds on which Placeto's trained step
     (from each start) was at or below the RNN planner's, and reached 5% of its own final best
     in fewer evaluations."""
+    table = table.copy()        # the per-seed table (and its CSV) keeps its own columns
     figures = {"rnn_vs_algorithm": "median", "rnn_placements_to_5pct": "median",
                "seed": "count"}
     for kind in starts:
