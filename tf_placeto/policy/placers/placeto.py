@@ -35,6 +35,6 @@ PLACER = PlacerSpec(
                help="iterations of fine-tuning on the graph, each episode walking on from "
                     "where the one before ended; 0: one greedy episode, zero-shot"),
         Option("--start", "start", str, "fast", choices=inference.START_KINDS,
-               help="where its episodes start: fast, the best decision of the fast placers, "
-                    "which the policy improves; random, the Placeto paper's random placement; "
-                    "single, every group on the best device")))
+               help="where its first episodes start: fast, the best decision of the fast "
+                    "placers, which the policy improves; random, the Placeto paper's random "
+                    "placement; single, every group on the best device")))
