@@ -147,7 +147,7 @@ def _placeto_figures(problem, policy: str, initial, kind: str, seed: int, best_u
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
     start = time.perf_counter()
-    _, zero_shot, _ = inference.greedy_placement(problem, policy, initial)
+    zero_shot = inference.greedy_placement(problem, policy, initial).value
     zero_shot_s = time.perf_counter() - start
     if args.init == "pretrained":
         _, trained, objectives = inference.fine_tuned_placement(

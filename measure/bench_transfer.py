@@ -13,12 +13,13 @@ finds on its own) and "fast" (the best decision of the fast placers, which it im
 Prints the table, then per start, against the best algorithm: where the walk ends (the policy
 alone, what issue 16 judges) and the best placement met on the walk (what `place` answers),
 each as a geometric mean with how many problems are within 10% and how many are faster, and
-the devices the answer uses. For scale, the same for a fixed greedy rule over the policy's
-device rows: each group where the rows say it would finish first, counting the cost of a
-worker task the step does not use yet (argmin of WOULD_FINISH + TASK_COST, specs.py), and
-for each algorithm alone (the best algorithm is the best of them on each problem). A
-zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
-per-graph training takes most of an hour. With `--climb S`, also the decision that
+the devices the answer uses. For scale, the same for two fixed greedy rules over the policy's
+device rows: the list schedule's, each group where the rows say it would finish first,
+counting the cost of a worker task the step does not use yet (argmin of WOULD_FINISH +
+TASK_COST, specs.py), and the simulator's, each group where the simulated step is shortest
+(argmin of STEP_CHANGE), from each start; and for each algorithm alone (the best algorithm
+is the best of them on each problem). A zero-shot placement needs no training: this takes
+minutes, where measure.bench_placeto's per-graph training takes most of an hour. With `--climb S`, also the decision that
 `--imitate-climb S` teaches: the best fast decision climbed in the simulator for up to S
 seconds (the hill_climb placer, which searches, so it is not among the best algorithms).
 """
@@ -77,16 +78,17 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
-                   "rule_vs_algorithm": _rule_walk(problem) / best_us}
+                   "rule_vs_algorithm": _rule_walk(problem, _list_rule) / best_us}
             if args.climb > 0:
                 _, taught = best_known(problem, climb_seconds=args.climb, fast=fast)
                 row["climb_vs_algorithm"] = problem.simulate(taught).step_time_us / best_us
             for kind, initial in (("random", None), ("fast", fast[1])):
-                devices, value, objectives = inference.greedy_placement(problem, policy,
-                                                                        initial)
-                row[f"zero_shot_{kind}_vs_algorithm"] = value / best_us
-                row[f"walk_end_{kind}_vs_algorithm"] = objectives[-1] / best_us
-                row[f"zero_shot_{kind}_devices"] = len(np.unique(devices))
+                walk = inference.greedy_placement(problem, policy, initial)
+                row[f"zero_shot_{kind}_vs_algorithm"] = walk.value / best_us
+                row[f"walk_end_{kind}_vs_algorithm"] = walk.end_value / best_us
+                row[f"zero_shot_{kind}_devices"] = len(np.unique(walk.devices))
+                row[f"simulated_rule_{kind}_vs_algorithm"] = _rule_walk(
+                    problem, _simulated_rule, initial) / best_us
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items() if k[:-len("_vs_algorithm")] not in steps))
@@ -101,8 +103,12 @@ def main(argv=None) -> int:
               f"{_against(table[f'walk_end_{kind}_vs_algorithm'])}; the best on the walk "
               f"{_against(table[f'zero_shot_{kind}_vs_algorithm'])}, on "
               f"{used.mean():.2f} devices on average, one on {int((used == 1).sum())}")
-    print(f"the greedy rule against the best algorithm (the same from any start: the columns "
-          f"it reads come from the groups visited): {_against(table['rule_vs_algorithm'])}")
+    print(f"the list schedule's greedy rule against the best algorithm (the same from any "
+          f"start: the columns it reads come from the groups visited): "
+          f"{_against(table['rule_vs_algorithm'])}")
+    print("the simulator's greedy rule against the best algorithm: " + "; ".join(
+        f"from the {kind} start {_against(table[f'simulated_rule_{kind}_vs_algorithm'])}"
+        for kind in ("random", "fast")))
     print("each algorithm alone against the best of them on each problem: " + "; ".join(
         f"{name} {_against(table[f'{name}_vs_algorithm'])}" for name in steps))
     if args.climb > 0:
@@ -113,18 +119,29 @@ def main(argv=None) -> int:
     return 0
 
 
-def _rule_walk(problem) -> float:
-    """The objective where one episode of the greedy rule ends (module docstring)."""
+def _list_rule(rows):
     from tf_placeto.policy import specs
+
+    return rows[:, specs.WOULD_FINISH] + rows[:, specs.TASK_COST]
+
+
+def _simulated_rule(rows):
+    from tf_placeto.policy import specs
+
+    return rows[:, specs.STEP_CHANGE]
+
+
+def _rule_walk(problem, rule, initial=None) -> float:
+    """The objective where one episode of a greedy rule (a score per device row, the least
+    taken) ends from `initial` (default: a random start; module docstring)."""
     from tf_placeto.policy.episode import Episode
     from tf_placeto.policy.observation import GraphView
 
-    episode = Episode(GraphView(problem))
+    episode = Episode(GraphView(problem, initial))
     while not episode.done:
         observation = episode.observation()
-        rows = observation["candidates"]
-        finish = rows[:, specs.WOULD_FINISH] + rows[:, specs.TASK_COST]
-        episode.move(int(np.argmin(np.where(observation["device_mask"] > 0, finish, np.inf))))
+        scores = rule(observation["candidates"])
+        episode.move(int(np.argmin(np.where(observation["device_mask"] > 0, scores, np.inf))))
     return episode.value
 
 

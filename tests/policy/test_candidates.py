@@ -53,3 +53,30 @@ def test_a_device_of_another_worker_costs_its_task_once(policy_problems):
     assert rows[1, specs.TASK_COST] == pytest.approx(500.0 / total)
     episode.move(1)                                       # task 1 is paid for now
     assert episode.observation()["candidates"][1, specs.TASK_COST] == 0.0
+
+
+def test_each_devices_row_holds_the_simulated_step_with_the_group_moved_there(policy_problems):
+    """The simulator's columns: the change of the objective with the group moved to each
+    device (none where it sits), how far behind the best device; the move then takes the
+    objective its row was simulated with."""
+    problem = policy_problems[1]
+    view = GraphView(problem)
+    episode = Episode(view)
+    rng = np.random.default_rng(1)
+    while not episode.done:
+        group, now = episode.position, episode.value
+        rows = episode.observation()["candidates"]
+        own = episode.candidates.scales.group_us[group]
+        values = np.full(problem.n_devices, np.inf)
+        for device in np.flatnonzero(problem.allowed[group]):
+            moved = episode.devices.copy()
+            moved[group] = device
+            values[device] = view.objective(moved)[0]
+            assert rows[device, specs.STEP_CHANGE] == pytest.approx(
+                np.arcsinh((values[device] - now) / own), abs=1e-5)
+        assert rows[episode.devices[group], specs.STEP_CHANGE] == 0.0
+        assert rows[np.argmin(values), specs.STEP_BEHIND_BEST] == 0.0
+        device = int(rng.choice(np.flatnonzero(problem.allowed[group])))
+        reward = episode.move(device)
+        assert episode.value == values[device]
+        assert reward == pytest.approx((now - values[device]) / episode.first)

@@ -31,7 +31,7 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, policy_probl
         import keras                                    # Keras 3 chosen first
         from tf_placeto.policy.inference import greedy_placement
         problem = pickle.load(open({str(problem_file)!r}, "rb"))
-        devices, value, _ = greedy_placement(problem, {trained!r})
+        devices, value, _, _ = greedy_placement(problem, {trained!r})
         print(json.dumps({{"devices": [int(d) for d in devices], "value": value,
                           "tf_agents": "tf_agents" in sys.modules, "keras": keras.__version__}}))
     """))
@@ -47,11 +47,13 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
     assert zero_shot.shape == (problem.n_groups,) and info["budget"] == 0
     tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2, start=start)
     assert tuned_info["objective_us"] <= info["objective_us"] + 1e-6
-    # every placement simulated: the start (with "fast", each fast placer's decision), the
-    # greedy episode's moves, 2 iterations of tiny's 2 episodes
+    # every placement simulated: the start (with "fast", each fast placer's decision), then
+    # per move of the greedy episode and of 2 iterations of tiny's 2 episodes, each other
+    # device the group may use (its row's; the move takes one of them or stays)
     starts = len(fast_placers()) if start == "fast" else 1
-    assert info["evaluations"] == starts + problem.n_groups
-    assert tuned_info["evaluations"] == starts + problem.n_groups + 2 * 2 * problem.n_groups
+    per_episode = int((problem.allowed.sum(axis=1) - 1).sum())
+    assert info["evaluations"] == starts + per_episode
+    assert tuned_info["evaluations"] == starts + per_episode + 2 * 2 * per_episode
     for facts in (info, tuned_info):
         assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
         # the policy's own answer beside the best point of its walk: the zero-shot placement
@@ -72,9 +74,10 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
 def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
     """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
     for n, problem in cnn_on_devices.items():
-        devices, value, walk = inference.greedy_placement(problem, trained)
+        devices, value, walk, end = inference.greedy_placement(problem, trained)
         assert devices.shape == (problem.n_groups,) and devices.max() < n
-        assert len(walk) == problem.n_groups + 1 and value == walk.min()
+        assert len(walk) == 1 + (problem.allowed.sum(axis=1) - 1).sum()   # rows' simulations
+        assert value == walk.min() <= end
 
 
 @pytest.mark.parametrize("restart", ["previous", "fixed"])

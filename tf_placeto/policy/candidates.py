@@ -6,8 +6,11 @@ have scheduled: each on the device the episode chose, as early as its inputs and
 allow. For the group being placed, every device then gets the same questions answered: when
 could it start and finish there, how far is that behind the best device, when is the device
 free, how much work and memory does it hold, how many of the group's bytes and parents stay
-there, and would the step pay for one more worker task. The network scores the devices with one set of weights from these rows, so the
-devices need no fixed number or order. Under the throughput objective the schedule is the
+there, and would the step pay for one more worker task. Beside the list schedule's answers, the
+op-level simulator's: how the whole step would change with the group there (the episode
+simulates each device, episode.py; what list schedulers and GiPH/DOPPLER call decisive). The
+network scores the devices with one set of weights from these rows, so the devices need no
+fixed number or order. Under the throughput objective the schedule is the
 stream's steady state, as the list schedulers' is. Features are listed in specs.py.
 """
 
@@ -78,6 +81,19 @@ class Candidates:
         start, run = self._offered(group)
         self.schedule.assign(group, device, start[device], start[device] + run[device])
         self.work_us[device] += self.problem.compute_us[group, device]
+
+
+def add_simulated(rows: np.ndarray, values: np.ndarray, now: float, own_us: float) -> None:
+    """Fill the simulator's columns of `rows` from `values`, the objective with the group on
+    each device (inf where it may not go), against `now`, the objective as placed; in the
+    group's own run times (`own_us`), signed and log-scaled as the schedule's times are."""
+    allowed = np.isfinite(values)
+    if not allowed.any():
+        return
+    own = max(own_us, 1e-9)
+    rows[:, specs.STEP_CHANGE] = np.where(allowed, np.arcsinh((values - now) / own), 0.0)
+    best = values[allowed].min()
+    rows[:, specs.STEP_BEHIND_BEST] = np.where(allowed, np.log1p((values - best) / own), 0.0)
 
 
 class CandidateScales:

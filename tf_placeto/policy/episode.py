@@ -6,15 +6,26 @@ return is how much faster its last placement is than its start. Every move is ju
 level by the simulator: the reward is the drop in the objective (objective.py) over the
 episode's first objective, which makes rewards comparable between graphs. Beside it, the
 groups visited so far are list-scheduled where the episode put them (candidates.py): that is
-what the observation's device rows come from.
+what the observation's device rows come from, together with the simulator's answer for each
+device (the placement with the current group moved there), so the move then costs no
+simulation of its own. Every placement simulated is an evaluation (GraphView.moves).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+
 import numpy as np
 
-from tf_placeto.policy.candidates import Candidates
+from tf_placeto.policy.candidates import Candidates, add_simulated
 from tf_placeto.policy.observation import GraphView
+
+
+# a group's other devices are simulated side by side: the simulator's event loop runs without
+# the GIL, and a row needs up to one simulation per device
+_SIMULATIONS = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                     thread_name_prefix="placeto-rows")
 
 
 class Episode:
@@ -32,9 +43,10 @@ class Episode:
         self.start = self.devices.copy()
         self.position = 0
         self.first = self.value
-        self.best = (self.value, self.devices.copy())     # the best placement it went through
+        self.best = (self.value, self.devices.copy())     # the best placement it evaluated
         self.candidates = Candidates(view.problem, view.scales)
-        self._rows = self.candidates.rows(0, self.devices)
+        self._offers = {}          # device -> (objective, simulation) for the current group
+        self._rows = self._device_rows()
 
     @property
     def done(self) -> bool:
@@ -49,14 +61,36 @@ class Episode:
         problem = self.view.problem
         if 0 <= device < problem.n_devices and problem.allowed[self.position, device]:
             self.devices[self.position] = device
-        self.candidates.place(self.position, int(self.devices[self.position]))
-        value, self.result = self.view.objective(self.devices)
-        self.view.moves.append(value)
+        chosen = int(self.devices[self.position])
+        self.candidates.place(self.position, chosen)
+        value, self.result = self._offers[chosen]      # simulated for its row
         reward = (self.value - value) / self.first
         self.value = value
         self.position += 1
-        if value < self.best[0]:
-            self.best = (value, self.devices.copy())
         if not self.done:      # the last observation keeps the last group's rows
-            self._rows = self.candidates.rows(self.position, self.devices)
+            self._rows = self._device_rows()
         return reward
+
+    def _device_rows(self) -> np.ndarray:
+        """The current group's rows: the list schedule's, then the simulator's for each device
+        it may use (where it sits now is the placement as it is: no simulation)."""
+        group, problem = self.position, self.view.problem
+        rows = self.candidates.rows(group, self.devices)
+        here = int(self.devices[group])
+        others = [int(d) for d in np.flatnonzero(problem.allowed[group]) if d != here]
+        placements = []
+        for device in others:
+            placements.append(self.devices.copy())
+            placements[-1][group] = device
+        self._offers = {here: (self.value, self.result)}
+        for device, devices, outcome in zip(others, placements,
+                                            _SIMULATIONS.map(self.view.objective, placements)):
+            self._offers[device] = outcome
+            self.view.moves.append(outcome[0])     # in device order, however they ran
+            if outcome[0] < self.best[0]:
+                self.best = (outcome[0], devices)
+        values = np.full(problem.n_devices, np.inf)
+        for device, (value, _) in self._offers.items():
+            values[device] = value
+        add_simulated(rows, values, self.value, self.candidates.scales.group_us[group])
+        return rows

@@ -15,9 +15,10 @@ any split itself; or "fast" (the default), the best decision of the fast placers
 (placers.common.fast_placers), which the policy then improves where it can: a placement from it
 is never slower than theirs in simulation, and their decisions count as evaluations.
 
-The placement returned is the best met on the walk (the start included); the facts also give
-the policy's own answer, the last placement of its greedy episode (`policy_step_s`), so that
-what the policy finds is not confused with where it started or passed.
+The placement returned is the best met on the walk (the start and every device the episode
+simulated for a group's row included); the facts also give the policy's own answer, the last
+placement of its greedy episode (`policy_step_s`), so that what the policy finds is not
+confused with where it started or what it looked at.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import functools
 import os
 import shutil
 import tempfile
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,18 +94,27 @@ def _load(policy_dir: str) -> SavedPolicy:
     return SavedPolicy(policy_dir)
 
 
-def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> tuple:
-    """(device per group, objective in us, objectives): the best placement of one greedy
-    episode of the policy on `problem` from `initial` (default: a random placement; every move
-    of it is simulated anyway), and the objective of each placement evaluated, the start first,
-    in order."""
+class GreedyWalk(NamedTuple):
+    """One greedy episode of a policy: the best placement it evaluated, that placement's
+    objective (us), the objective of every placement evaluated (the start first, in order),
+    and the objective where the episode ended (the policy's own answer)."""
+    devices: np.ndarray
+    value: float
+    objectives: np.ndarray
+    end_value: float
+
+
+def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> GreedyWalk:
+    """One greedy episode of the policy on `problem` from `initial` (default: a random
+    placement)."""
     policy = _load(policy_dir)
     view = GraphView(problem, initial)
     episode = Episode(view)
     while not episode.done:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
     value, devices = episode.best
-    return devices, value, np.array([view.start_objective] + view.moves)
+    return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves),
+                      episode.value)
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
@@ -121,7 +132,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
                                             read_log)
 
-    devices, value, objectives = greedy or greedy_placement(problem, policy_dir, initial)
+    devices, value, objectives, _ = greedy or greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -160,17 +171,17 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
     policy_dir = policy_dir or pretrained_policy()
     started_from, initial, tried = initial_placement(problem, start)
     greedy = greedy_placement(problem, policy_dir, initial)
-    walk = greedy[2]
     if budget > 0:
         devices, value, objectives = fine_tuned_placement(problem, policy_dir, budget, seed,
                                                           initial=initial, greedy=greedy)
     else:
-        devices, value, objectives = greedy
+        devices, value, objectives, _ = greedy
     if tried:           # the episodes' start is one of the placements tried: counted once
         objectives = np.concatenate([tried, objectives[1:]])
     return np.asarray(devices), {
         "policy": policy_dir, "budget": budget,
         "start": started_from, "objective_us": float(value),
-        "policy_step_s": float(walk[-1]) / 1e6, "best_on_walk_step_s": float(walk.min()) / 1e6,
+        "policy_step_s": float(greedy.end_value) / 1e6,
+        "best_on_walk_step_s": float(greedy.objectives.min()) / 1e6,
         "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}

@@ -35,7 +35,7 @@ class GraphView:
         self.start = (start_placement(problem) if initial is None
                       else problem.check(np.asarray(initial, np.int64)))
         self.start_objective, self.start_result = self.objective(self.start)
-        self.moves = []           # the objective after each move of every episode, in order
+        self.moves = []      # the objective of every placement its episodes simulated, in order
 
     def observation(self, group_devices, position: int, result, candidates) -> dict:
         """The observation while group `position` is placed (the last group once all are):

@@ -21,6 +21,10 @@ decades, and fractions:
   8 the group sits there now, 9 the share of the group's parents there, 10 what the step
   would pay once for the device's task if no visited group used that task yet (a RunGraph
   call per step for a worker other than the session's, as fitted by the calibration).
+And from the op-level simulator (policy/episode.py), the whole placement with the group moved
+there, every other group where it sits now, in the group's own run times (signed log):
+  11 the change of the objective over the placement as it is (negative: faster), 12 how far
+  the objective is behind the best device's.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ import numpy as np
 COMPUTE, OUTPUT_BYTES, MEMORY, START, VISITED, CURRENT = range(6)
 NUM_FEATURES = 6
 (CAN_START, WOULD_FINISH, BEHIND_BEST, FREE_AT, RUN_TIME, DEVICE_WORK, MEMORY_USE, BYTES_KEPT,
- SITS_THERE, PARENTS_THERE, TASK_COST) = range(11)
-NUM_CANDIDATE_FEATURES = 11
+ SITS_THERE, PARENTS_THERE, TASK_COST, STEP_CHANGE, STEP_BEHIND_BEST) = range(13)
+NUM_CANDIDATE_FEATURES = 13
 LARGEST_DEVICE_INDEX = 2**15 - 1    # the action spec's bound, not a limit anyone meets
 
 

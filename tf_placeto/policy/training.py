@@ -179,8 +179,8 @@ class Trainer:
         return min((env.best[problem_index] for env in self.environments), key=lambda b: b[0])
 
     def objectives(self, problem_index: int) -> np.ndarray:
-        """The objective of every placement the episodes of one problem moved to, in the order
-        they were simulated (the batched environments step in turn)."""
+        """The objective of every placement the episodes of one problem simulated (each move's
+        rows), in the order they were simulated (the batched environments step in turn)."""
         moves = [env.views[problem_index].moves for env in self.environments]
         return np.stack(moves, axis=1).ravel()
 

@@ -81,7 +81,7 @@ def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_
     return _mark(device_dirty, dirty_devices, n_dirty_devices, d)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)     # without the GIL: placements simulate in threads
 def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of, op_overhead_us,
                        tensor_producer, tensor_bytes, edge_tensor, edge_consumer,
                        tensor_edge_ptr, tensor_edges, op_in_ptr, op_in_edges,
