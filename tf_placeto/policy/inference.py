@@ -40,7 +40,7 @@ from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
 # fine-tuning's episodes walk on from where the one before ended: on Inception-V3 at 2 devices
-# from a random start, 100 iterations of the shipped policy met a placement 0.875x the best
+# from a random start, 100 iterations of policy v3 met a placement 0.875x the best
 # algorithm's, against 0.985x with every episode from the start (BUILD.md, "Per graph
 # against the RNN planner")
 FINE_TUNING_RESTART = "previous"
