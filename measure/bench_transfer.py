@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     from measure import say
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
-    from tf_placeto.policy import inference
+    from tf_placeto.policy import inference, specs
     from tf_placeto.policy.starts import best_known, fast_start
     from tf_placeto.workload import load_workload
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
-                   "rule_vs_algorithm": _rule_walk(problem, _list_rule) / best_us}
+                   "rule_vs_algorithm": _rule_walk(problem, [specs.WOULD_FINISH, specs.TASK_COST]) / best_us}
             if args.climb > 0:
                 _, taught = best_known(problem, climb_seconds=args.climb, fast=fast)
                 row["climb_vs_algorithm"] = problem.simulate(taught).step_time_us / best_us
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                 row[f"walk_end_{kind}_vs_algorithm"] = walk.end_value / best_us
                 row[f"zero_shot_{kind}_devices"] = len(np.unique(walk.devices))
                 row[f"simulated_rule_{kind}_vs_algorithm"] = _rule_walk(
-                    problem, _simulated_rule, initial) / best_us
+                    problem, [specs.STEP_CHANGE], initial) / best_us
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items() if k[:-len("_vs_algorithm")] not in steps))
@@ -120,28 +120,17 @@ def main(argv=None) -> int:
     return 0
 
 
-def _list_rule(rows):
-    from tf_placeto.policy import specs
-
-    return rows[:, specs.WOULD_FINISH] + rows[:, specs.TASK_COST]
-
-
-def _simulated_rule(rows):
-    from tf_placeto.policy import specs
-
-    return rows[:, specs.STEP_CHANGE]
-
-
-def _rule_walk(problem, rule, initial=None) -> float:
-    """The objective where one episode of a greedy rule (a score per device row, the least
-    taken) ends from `initial` (default: a random start; module docstring)."""
+def _rule_walk(problem, columns, initial=None) -> float:
+    """The objective where one episode of a greedy rule ends from `initial` (default: a
+    random start): each group on the device whose row's `columns` (specs.py) sum least
+    (module docstring)."""
     from tf_placeto.policy.episode import Episode
     from tf_placeto.policy.observation import GraphView
 
     episode = Episode(GraphView(problem, initial))
     while not episode.done:
         observation = episode.observation()
-        scores = rule(observation["candidates"])
+        scores = observation["candidates"][:, columns].sum(axis=1)
         episode.move(int(np.argmin(np.where(observation["device_mask"] > 0, scores, np.inf))))
     return episode.value
 

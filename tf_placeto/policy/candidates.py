@@ -87,9 +87,7 @@ def add_simulated(rows: np.ndarray, values: np.ndarray, now: float, own_us: floa
     """Fill the simulator's columns of `rows` from `values`, the objective with the group on
     each device (inf where it may not go), against `now`, the objective as placed; in the
     group's own run times (`own_us`), signed and log-scaled as the schedule's times are."""
-    allowed = np.isfinite(values)
-    if not allowed.any():
-        return
+    allowed = np.isfinite(values)      # where the group sits now is always among them
     own = max(own_us, 1e-9)
     rows[:, specs.STEP_CHANGE] = np.where(allowed, np.arcsinh((values - now) / own), 0.0)
     best = values[allowed].min()

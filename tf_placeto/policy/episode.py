@@ -83,14 +83,14 @@ class Episode:
             placements.append(self.devices.copy())
             placements[-1][group] = device
         self._offers = {here: (self.value, self.result)}
+        values = np.full(problem.n_devices, np.inf)
+        values[here] = self.value
         for device, devices, outcome in zip(others, placements,
                                             _SIMULATIONS.map(self.view.objective, placements)):
             self._offers[device] = outcome
+            values[device] = outcome[0]
             self.view.moves.append(outcome[0])     # in device order, however they ran
             if outcome[0] < self.best[0]:
                 self.best = (outcome[0], devices)
-        values = np.full(problem.n_devices, np.inf)
-        for device, (value, _) in self._offers.items():
-            values[device] = value
         add_simulated(rows, values, self.value, self.candidates.scales.group_us[group])
         return rows

@@ -182,6 +182,6 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         "policy": policy_dir, "budget": budget,
         "start": started_from, "objective_us": float(value),
         "policy_step_s": float(greedy.end_value) / 1e6,
-        "best_on_walk_step_s": float(greedy.objectives.min()) / 1e6,
+        "best_on_walk_step_s": float(greedy.value) / 1e6,
         "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}
