@@ -17,10 +17,11 @@ decision of the fast placers, which the policy then improves (the default of `pl
 - search cost: how many placements Placeto evaluated (every move of every episode is one
   simulated placement) before it came within 5% of its final best, and the same for the
   hierarchical RNN planner (`rnn`) given as many evaluations (or `--rnn-budget`);
-- with `--seeds N`, the training and the RNN planner run N times with seeds 0..N-1 (the
-  random start, the networks' weights and their samples), in turns; the last table gives per
-  problem the medians over the seeds and on how many seeds Placeto ended at or below the RNN
-  planner (one run of either differs from the next by several percent);
+- with `--seeds N`, the zero-shot episode, the training and the RNN planner run N times with
+  seeds 0..N-1 (Placeto's random start, the networks' weights and their samples), in turns;
+  the last table gives per problem the medians over the seeds and on how many seeds Placeto
+  ended at or below the RNN planner (one run of either differs from the next by several
+  percent);
 - transfer: on held-out family members, the shipped (or `--policy`) policy zero-shot against a
   policy trained on that graph and against the best algorithmic placer;
 - speed: how long a zero-shot placement of each graph took.
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     from tf_placeto.measure.costmodel import Link
     from tf_placeto.measure.runtime import open_runtime
     from tf_placeto.policy import inference
-    from tf_placeto.policy.starts import fast_start
+    from tf_placeto.policy.starts import fast_start, start_placement
     from tf_placeto.workload import load_workload
 
     policy = args.policy or inference.pretrained_policy()
@@ -112,7 +113,8 @@ def main(argv=None) -> int:
                        "best_algorithm": best[1], "best_algorithm_ms": best[0] / 1e3,
                        "held_out": graph in args.held_out}
                 for kind in args.starts:
-                    initial = fast_devices if kind == "fast" else None
+                    initial = (fast_devices if kind == "fast"
+                               else start_placement(problem, seed))
                     say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
                         f"{args.iterations} iterations from the {kind} start, restart "
                         f"{args.restart}, seed {seed}")

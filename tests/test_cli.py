@@ -325,13 +325,15 @@ def test_placing_bad_input_gives_one_line(args, message, cli_here):
 def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
-                     "--steps", "2", "--episodes", "2", "--start", "single", "--imitate", "3",
+                     "--steps", "2", "--episodes", "2", "--start", "single", "fast",
+                     "--imitate", "3",
                      "--imitate-exact", "5", "--imitate-climb", "2", "--link", "25:7600", "k80",
                      "--real-steps", "1", "--cache", cache)
     assert result.returncode == 0, result.stderr
     assert "after 3 epochs of imitation" in result.stdout
     assert "imitation teaches the decisions of" in result.stderr
-    assert "trained 3 iterations on 3 problems" in result.stdout
+    assert "trained 3 iterations on 3 problems from 2 starts each (single, fast)" \
+        in result.stdout
     assert "1 iterations measured for real" in result.stdout
     assert (out / "policy" / "saved_model.pb").is_file()
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -340,6 +342,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])
+    assert {row["start"] for row in log["iterations"]} <= {"single", "fast"}
     logged = [json.loads(line) for path in pathlib.Path(cache).rglob("observations.jsonl")
               for line in path.read_text().splitlines()]
     assert sum(o["origin"] == "train" for o in logged) >= 1

@@ -330,11 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "real (their starts and ends timed in turns, logged with the "
                             "profile's real runs; default 0: none)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
-    train.add_argument("--start", choices=START_KINDS, default="random",
-                       help="where every episode starts: random (default), the Placeto paper's "
+    train.add_argument("--start", choices=START_KINDS, nargs="+", default=["random"],
+                       help="where the episodes start: random (default), the Placeto paper's "
                             "random placement; fast, the fast placers' best decision, for a "
                             "policy that learns to improve it (as `place` uses it by default); "
-                            "single, every group on the best device")
+                            "single, every group on the best device; several: every problem "
+                            "is posed from each")
     _link_argument(train, several=True)
     _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
@@ -710,7 +711,10 @@ def _train(args) -> int:
               "the moves")
     if trainer.iterations_done:
         history = trainer.history
-        print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems; "
+        kinds = list(dict.fromkeys(trainer.starts))
+        posed = f" from {len(kinds)} starts each ({', '.join(kinds)})" if len(kinds) > 1 else ""
+        print(f"trained {trainer.iterations_done} iterations on {len(problems)} problems"
+              f"{posed}; "
               f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
               "on average (simulated)")
         real = [row for row in history if "real_return" in row]
@@ -730,20 +734,22 @@ def _trained(args, problems):
     for (a resumed run goes on where it stopped)."""
     from tf_placeto.policy.training import Trainer, TrainingConfig     # heavy: TF-Agents
 
-    initial = None if args.start == "random" else [
-        initial_placement(problem, args.start)[1]
-        for problem in progress(problems, desc=f"{args.start} starts", unit="problem")]
-    trainer = Trainer(problems, args.out, TrainingConfig(
-        algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial)
+    kinds = list(dict.fromkeys(args.start))
+    initial = [initial_placement(problem, kind)[1] for kind in kinds
+               for problem in progress(problems, desc=f"{kind} starts", unit="problem")]
+    starts = [kind for kind in kinds for _ in problems]
+    trainer = Trainer(problems * len(kinds), args.out, TrainingConfig(
+        algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial,
+        starts=starts)
     if len(trainer.imitation) < args.imitate:
         asked = args.imitate_exact or args.imitate_climb
-        if args.start == "fast" and not asked:
+        if kinds == ["fast"] and not asked:
             lessons, taught = initial, None
         else:
             known = [best_known(problem, args.imitate_exact, args.imitate_climb)
                      for problem in progress(problems, desc="decisions to imitate",
                                              unit="problem")]
-            lessons = [devices for _, devices in known]
+            lessons = [devices for _, devices in known] * len(kinds)
             taught = dict(Counter(name for name, _ in known).most_common())
             _say("imitation teaches the decisions of " + ", ".join(
                 f"{name} ({count} problems)" for name, count in taught.items()))

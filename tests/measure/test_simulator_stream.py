@@ -1,10 +1,13 @@
 """The simulator's stream mode: K steps in flight."""
 
+import threading
+
 import numpy as np
 import pytest
 
 from tests.measure.simulator_cases import chain, make_problem, random_dag
 from tf_placeto.measure.simulator import simulate
+from tf_placeto.measure.simulator import stream as stream_module
 from tf_placeto.measure.simulator.stream import Stream, simulate_stream, state_groups, unroll
 
 
@@ -66,6 +69,31 @@ def test_the_messages_a_step_sends_between_tasks_take_time_from_device_0():
     stream = Stream(problem, 2)
     assert stream.simulate([0, 1]).steps_per_s == pytest.approx(1e6 / 100.0)
     assert stream.simulate([0, 1], messages=5).steps_per_s == pytest.approx(1e6 / 150.0)
+
+
+def test_placements_simulated_in_threads_keep_their_own_sessions_work(monkeypatch):
+    """A policy's device rows simulate placements of one stream in threads. Each sets its
+    session work on the unrolled steps before the replay; here both have set theirs before
+    either replays (a barrier), and each must still get its own stream: the split pays the
+    session's 50 us per step, one device none."""
+    problem = make_problem([100.0, 100.0], n_devices=2)
+    problem.device_task = np.array([0, 1])
+    problem.remote_task_us = 50.0
+    stream = Stream(problem, 2)
+    replay, both_set = stream_module.simulate, threading.Barrier(2, timeout=30)
+
+    def replay_once_both_are_set(unrolled, placement):
+        both_set.wait()
+        return replay(unrolled, placement)
+
+    monkeypatch.setattr(stream_module, "simulate", replay_once_both_are_set)
+    split = {}
+    thread = threading.Thread(target=lambda: split.update(result=stream.simulate([0, 1])))
+    thread.start()
+    single = stream.simulate([0, 0])
+    thread.join()
+    assert split["result"].steps_per_s == pytest.approx(1e6 / 150.0)
+    assert single.steps_per_s == pytest.approx(1e6 / 200.0)
 
 
 def test_floating_work_slows_a_stream_only_where_every_device_is_busy():

@@ -11,15 +11,36 @@ from tests.helpers import run_python
 from tf_placeto.policy.training import Baselines, Trainer
 
 
+def _returns(rewards):
+    return np.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]
+
+
 def test_baselines_turn_returns_into_advantages():
+    """The first episodes of a problem are measured against their own mean (one better, one
+    worse), the next against the mean of those before."""
     baselines = Baselines(window=2)
-    first = np.array([[1.0, 2.0, 3.0]], np.float32)
-    returns = np.cumsum(first[:, ::-1], axis=1)[:, ::-1]          # [[6, 5, 3]]
-    np.testing.assert_allclose(baselines.reshape(0, first, returns), first)  # no history yet
+    first = np.array([[1.0, 2.0, 3.0], [1.0, 0.0, 1.0]], np.float32)   # returns 6 5 3; 2 1 1
+    shaped = baselines.reshape(Baselines.key(0), first, _returns(first))
+    np.testing.assert_allclose(_returns(shaped), [[2, 2, 1], [-2, -2, -1]])
     second = np.array([[0.0, 0.0, 1.0]], np.float32)
-    shaped = baselines.reshape(0, second, np.cumsum(second[:, ::-1], axis=1)[:, ::-1])
-    shaped_returns = np.cumsum(shaped[:, ::-1], axis=1)[:, ::-1]
-    np.testing.assert_allclose(shaped_returns, [[1 - 6, 1 - 5, 1 - 3]])
+    shaped = baselines.reshape(Baselines.key(0), second, _returns(second))
+    np.testing.assert_allclose(_returns(shaped), [[1 - 4, 1 - 3, 1 - 2]])
+
+
+def test_each_start_of_a_problem_keeps_its_own_baseline(tmp_path):
+    """Episodes from the fast placers' decision return less than those from a random start:
+    a later stage from another start must not be measured against the earlier stage's."""
+    baselines = Baselines(window=4)
+    from_random = np.array([[5.0, 5.0]], np.float32)
+    baselines.reshape(Baselines.key(0), from_random, _returns(from_random))
+    baselines.save(str(tmp_path))
+    resumed = Baselines(window=4)
+    resumed.load(str(tmp_path))
+    from_fast = np.array([[0.5, 0.5], [0.0, 0.5]], np.float32)
+    shaped = resumed.reshape(Baselines.key(0, "fast"), from_fast, _returns(from_fast))
+    np.testing.assert_allclose(_returns(shaped), [[0.25, 0.0], [-0.25, 0.0]])
+    again = resumed.reshape(Baselines.key(0), from_random, _returns(from_random))
+    np.testing.assert_allclose(_returns(again), [[0.0, 0.0]])      # the random start's own
 
 
 def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems, tmp_path,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
 from typing import Optional, Sequence
 
 import numpy as np
@@ -37,6 +38,7 @@ from tf_placeto.measure.simulator.stream import Stream
 
 OBJECTIVES = ("latency", "throughput")
 IN_FLIGHT = 4      # steps at once under the throughput objective, unless the caller says
+_STREAM_LOCK = threading.Lock()     # a policy's move evaluates its device rows in threads
 
 
 def check_objective(objective: str, in_flight: int = IN_FLIGHT) -> None:
@@ -305,7 +307,9 @@ class PlacementProblem:
             return Evaluation(result.step_time_us, result.feasible, result.memory_excess_bytes,
                               result.peak_memory_bytes)
         if self.stream is None:
-            self.stream = Stream(self.simulation, self.in_flight)
+            with _STREAM_LOCK:
+                if self.stream is None:
+                    self.stream = Stream(self.simulation, self.in_flight)
         flow = self.stream.simulate(self.op_devices(self.check(group_devices)))
         excess = np.maximum(flow.peak_memory_bytes - self.simulation.memory_capacity, 0.0)
         return Evaluation(1e6 / flow.steps_per_s, flow.feasible, float(excess.sum()),

@@ -73,13 +73,17 @@ class Trainer:
     """A TF-Agents agent, its environments and its on-disk state, for a set of problems."""
 
     def __init__(self, problems: Sequence, out: str, config: TrainingConfig = TrainingConfig(),
-                 initial: Sequence = None):
+                 initial: Sequence = None, starts: Sequence[str] = None):
         """initial: per problem, the fixed start placement of its episodes, or None (a random
-        one, as Placeto's)."""
+        one, as Placeto's). starts: per problem, the name of that start (starts.START_KINDS),
+        logged with each iteration and keeping its own baseline (default: "random" where
+        initial is None, else "given")."""
         if config.algorithm not in ("reinforce", "ppo"):
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
         self.config, self.out = config, out
         self.problems = list(problems)
+        initial = initial or [None] * len(self.problems)
+        self.starts = list(starts or ["random" if i is None else "given" for i in initial])
         tf.random.set_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
                                                   restart=config.restart, initial=initial)
@@ -205,7 +209,8 @@ class Trainer:
             rewards = corrected.astype(rewards.dtype)
         returns = np.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]
         if self.config.algorithm == "reinforce":
-            rewards = self.baselines.reshape(problem, rewards, returns)
+            rewards = self.baselines.reshape(
+                Baselines.key(problem, self.starts[problem]), rewards, returns)
         return (steps._replace(reward=tf.constant(rewards)),
                 (problem, float(returns[:, 0].mean()), measured))
 
@@ -214,7 +219,8 @@ class Trainer:
         views = self.environments[0].views
         speedups = [views[p].objective.single_us / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
-        row = {"iteration": self.iterations_done + 1, "problem": problem, "loss": loss,
+        row = {"iteration": self.iterations_done + 1, "problem": problem,
+               "start": self.starts[problem], "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
                "best_us": self.best(problem)[0],
                "best_speedup": float(np.mean(speedups)), **measured}
@@ -264,31 +270,39 @@ def _run_episodes(env, act):
 
 
 class Baselines:
-    """Per problem and step index, the mean return of the last `window` episodes there."""
+    """Per problem, start and step index, the mean return of the last `window` episodes
+    there. A problem's first episodes, with none before them, are measured against their own
+    mean: against zero, every move of a good episode would look good."""
 
     def __init__(self, window: int):
         self.window = window
-        self.seen: dict = {}          # problem -> list of return arrays
+        self.seen: dict = {}          # key -> list of return arrays
 
-    def reshape(self, problem: int, rewards: np.ndarray, returns: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def key(problem: int, start: str = "random") -> str:
+        """Where a problem's returns are kept: episodes from another start (a later stage of
+        training from the fast placers' decision) return other amounts."""
+        return str(problem) if start == "random" else f"{problem}/{start}"
+
+    def reshape(self, key: str, rewards: np.ndarray, returns: np.ndarray) -> np.ndarray:
         """Rewards [episodes, steps] whose undiscounted returns are G_t - b_t; then the
         episodes join the mean."""
-        past = self.seen.get(problem)
-        b = np.mean(past, axis=0) if past else np.zeros(rewards.shape[1])
-        self.seen[problem] = (past or []) + list(returns)
-        del self.seen[problem][:-self.window]
+        past = self.seen.get(key)
+        b = np.mean(past if past else returns, axis=0)
+        self.seen[key] = (past or []) + list(returns)
+        del self.seen[key][:-self.window]
         return (rewards - b + np.append(b[1:], 0.0)).astype(rewards.dtype)
 
     def save(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, BASELINES), "w", encoding="utf-8") as f:
-            json.dump({str(p): [list(map(float, e)) for e in v] for p, v in self.seen.items()}, f)
+            json.dump({k: [list(map(float, e)) for e in v] for k, v in self.seen.items()}, f)
 
     def load(self, directory: str) -> None:
         path = os.path.join(directory, BASELINES)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
-                self.seen = {int(p): [np.array(e) for e in v] for p, v in json.load(f).items()}
+                self.seen = {k: [np.array(e) for e in v] for k, v in json.load(f).items()}
 
 
 def _json_seconds(seconds: np.ndarray) -> list:

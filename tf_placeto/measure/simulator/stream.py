@@ -44,6 +44,7 @@ slower than the devices' schedule alone said, while lopsided splits matched it (
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Iterable, Optional
 
 import numpy as np
@@ -115,6 +116,18 @@ class Stream:
             raise ValueError(f"a stream needs at least 2 steps, not {self.steps}")
         self.problem, self.in_flight = problem, in_flight
         self.unrolled = unroll(problem, self.steps, in_flight, dependencies=dependencies)
+        self._own = threading.local()
+
+    def _own_unrolled(self) -> SimulationProblem:
+        """This thread's copy of the unrolled stream, whose steps' session work `simulate`
+        sets per placement: placements are simulated in threads (a policy's device rows), and
+        one shared array would give a placement another's session."""
+        unrolled = getattr(self._own, "unrolled", None)
+        if unrolled is None:
+            unrolled = dataclasses.replace(self.unrolled,
+                                           compute_us=self.unrolled.compute_us.copy())
+            self._own.unrolled = unrolled
+        return unrolled
 
     def simulate(self, placement, messages: Optional[int] = None) -> StreamResult:
         """The stream with op i of every step on device `placement[i]`. messages: how many
@@ -129,8 +142,9 @@ class Stream:
             messages = simulate(problem, placement).task_transfers \
                 if problem.task_message_us or problem.floating_message_us else 0
         session = session_us(problem, placement, messages)
-        self.unrolled.compute_us[step_ends, :] = session
-        result = simulate(self.unrolled, np.concatenate([
+        unrolled = self._own_unrolled()
+        unrolled.compute_us[step_ends, :] = session
+        result = simulate(unrolled, np.concatenate([
             np.tile(placement, steps), np.full(steps, 0 if session else problem.n_devices)]))
         step_end = result.op_end_us[step_ends]
         start = np.zeros(steps)
