@@ -79,7 +79,8 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
-                   "rule_vs_algorithm": _rule_walk(problem, [specs.WOULD_FINISH, specs.TASK_COST]) / best_us}
+                   "rule_vs_algorithm": _rule_walk(
+                       problem, [specs.WOULD_FINISH, specs.TASK_COST]) / best_us}
             if args.climb > 0:
                 _, taught = best_known(problem, climb_seconds=args.climb, fast=fast)
                 row["climb_vs_algorithm"] = problem.simulate(taught).step_time_us / best_us
