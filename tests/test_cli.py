@@ -362,6 +362,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     (["--counts", "2", "--imitate-exact", "5"], "--imitate-exact chooses what imitation"),
     (["--counts", "2", "--imitate-climb", "5"], "--imitate-climb chooses what imitation"),
     (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
+    (["--counts", "2", "--warm-start", "no/such/run"], "--warm-start no/such/run: not a training"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monkeypatch):
     """Said before any runtime opens (a cluster would start and warm its links first)."""

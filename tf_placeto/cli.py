@@ -330,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "real (their starts and ends timed in turns, logged with the "
                             "profile's real runs; default 0: none)")
     train.add_argument("--algorithm", choices=["reinforce", "ppo"], default="reinforce")
+    train.add_argument("--warm-start", metavar="DIR", default=None,
+                       help="a new run starts from the weights of the policy trained in DIR (a "
+                            "--out directory, or tf_placeto/policy/pretrained): what its "
+                            "network learned carries over where the observation has gained "
+                            "inputs since (they start at zero); a resumed run keeps its own")
     train.add_argument("--start", choices=START_KINDS, nargs="+", default=["random"],
                        help="where the episodes start: random (default), the Placeto paper's "
                             "random placement; fast, the fast placers' best decision, for a "
@@ -673,7 +678,7 @@ def _show(args) -> int:
 def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.real import RealSteps
-    from tf_placeto.policy.training import LOG, read_log
+    from tf_placeto.policy.training import CHECKPOINTS, LOG, read_log
 
     if args.steps < 1 and not args.imitate and not args.real_steps:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
@@ -686,6 +691,9 @@ def _train(args) -> int:
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
                              "give --imitate too")
     registry.member_range(args.members)     # bad input is said before a cluster starts
+    if args.warm_start and not os.path.isdir(os.path.join(args.warm_start, CHECKPOINTS)):
+        raise InputError(f"--warm-start {args.warm_start}: not a training directory (it has "
+                         f"no {CHECKPOINTS}/)")
     for link in args.link or []:
         Link.parse(link)
     with contextlib.ExitStack() as stack:
@@ -735,12 +743,15 @@ def _trained(args, problems):
     from tf_placeto.policy.training import Trainer, TrainingConfig     # heavy: TF-Agents
 
     kinds = list(dict.fromkeys(args.start))
-    initial = [initial_placement(problem, kind)[1] for kind in kinds
-               for problem in progress(problems, desc=f"{kind} starts", unit="problem")]
+    initial = []
+    for kind in kinds:      # a random start is drawn by the environment: nothing to wait for
+        shown = problems if kind == "random" else progress(problems, desc=f"{kind} starts",
+                                                           unit="problem")
+        initial += [initial_placement(problem, kind)[1] for problem in shown]
     starts = [kind for kind in kinds for _ in problems]
     trainer = Trainer(problems * len(kinds), args.out, TrainingConfig(
-        algorithm=args.algorithm, episodes=args.episodes, seed=args.seed), initial=initial,
-        starts=starts)
+        algorithm=args.algorithm, episodes=args.episodes, seed=args.seed,
+        warm_start=args.warm_start), initial=initial, starts=starts)
     if len(trainer.imitation) < args.imitate:
         asked = args.imitate_exact or args.imitate_climb
         if kinds == ["fast"] and not asked:

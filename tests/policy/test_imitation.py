@@ -60,6 +60,23 @@ def test_imitation_teaches_the_network_the_demonstrated_devices(policy_problems,
         fresh.imitate(decisions, epochs=1)
 
 
+def test_a_problem_posed_from_several_starts_is_taught_once(policy_problems, tmp_path,
+                                                            monkeypatch):
+    """`train --start random fast` poses each problem twice; its lessons are the same."""
+    taught, record = [], Demonstrations.record
+
+    def recorded(problems, decisions, *args, **kwargs):
+        taught.extend(problems)
+        return record(problems, decisions, *args, **kwargs)
+
+    monkeypatch.setattr(Demonstrations, "record", recorded)
+    problems = list(policy_problems[:2])
+    trainer = Trainer(problems * 2, str(tmp_path / "run"), SMALL,
+                      starts=["random", "random", "fast", "fast"])
+    trainer.imitate([methods.place("heft", p).group_devices for p in problems] * 2, epochs=1)
+    assert [id(p) for p in taught] == [id(p) for p in problems]
+
+
 def test_imitate_reports_each_epoch(policy_problems):
     import tensorflow as tf
     from tf_agents.specs import tensor_spec

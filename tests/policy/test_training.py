@@ -1,5 +1,7 @@
-"""Training with TF-Agents: baselines, checkpoints, resuming, export, legacy Keras."""
+"""Training with TF-Agents: baselines, checkpoints, resuming, warm starts, export, legacy
+Keras."""
 
+import dataclasses
 import json
 import os
 import textwrap
@@ -8,6 +10,10 @@ import numpy as np
 import pytest
 
 from tests.helpers import run_python
+from tf_placeto.errors import InputError
+from tf_placeto.policy import specs
+from tf_placeto.policy.episode import Episode
+from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.training import Baselines, Trainer
 
 
@@ -58,6 +64,33 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems,
     log = json.load(open(os.path.join(out, "training.json")))
     assert log["config"]["embedding"] == 8 and len(log["iterations"]) == 3
     assert os.listdir(os.path.join(out, "summaries"))
+
+
+def test_a_warm_start_takes_an_older_networks_weights_and_scores_as_it_did(
+        policy_problems, tmp_path, tiny, monkeypatch):
+    """A network trained before the device rows gained their last column starts a new run:
+    its weights carry over, the new column's at zero, so the new network scores every
+    device as the old one did; weights that cannot carry over are refused."""
+    old_dir = str(tmp_path / "old")
+    with monkeypatch.context() as patched:
+        patched.setattr(specs, "NUM_CANDIDATE_FEATURES", specs.NUM_CANDIDATE_FEATURES - 1)
+        old = Trainer(policy_problems, old_dir, tiny)
+        old.save()
+    observation = {k: v[None] for k, v in Episode(GraphView(policy_problems[0])).observation()
+                   .items()}
+    observation["candidates"][..., -1] = 1.0          # the new column says something
+    before = {**observation, "candidates": observation["candidates"][..., :-1]}
+    old_logits = old.actor(before)[0].logits.numpy()
+    other_seed = dataclasses.replace(tiny, seed=tiny.seed + 1)
+    cold = Trainer(policy_problems, str(tmp_path / "cold"), other_seed)
+    assert not np.allclose(cold.actor(observation)[0].logits.numpy(), old_logits)
+    warm = Trainer(policy_problems, str(tmp_path / "warm"),
+                   dataclasses.replace(other_seed, warm_start=old_dir))
+    np.testing.assert_allclose(warm.actor(observation)[0].logits.numpy(), old_logits,
+                               rtol=1e-5, atol=1e-6)
+    wider = dataclasses.replace(tiny, embedding=tiny.embedding * 2, warm_start=old_dir)
+    with pytest.raises(InputError, match="only inputs appended"):
+        Trainer(policy_problems, str(tmp_path / "wider"), wider)
 
 
 def test_training_refuses_a_process_that_chose_keras_3(tmp_path):

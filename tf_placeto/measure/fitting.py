@@ -312,16 +312,15 @@ def accuracy(predicted, real) -> dict:
 
 
 def held_out(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, observations,
-             folds: int = FOLDS, seed: int = 0, iterations: int = FIT_ITERATIONS,
-             directory: Optional[str] = None) -> dict:
+             folds: int = FOLDS, seed: int = 0, iterations: int = FIT_ITERATIONS) -> dict:
     """How well the fit predicts runs it did not see: each fold is predicted by a fit to the
     others. {"calibrated": accuracy, "uncalibrated": accuracy, "runs": n, "folds": k}, the
     accuracies over the one-step runs; where streams were logged beside them, "streams" holds
     theirs ({"calibrated", "uncalibrated", "runs"}): a stream's seconds per step and a
     step's time are different quantities, and one rank correlation over both would mostly
-    rank the kinds. directory: as fit's."""
-    return _held_out(_Predictor(graph, cost_model, devices, directory), observations, folds,
-                     seed, iterations)
+    rank the kinds."""
+    return _held_out(_Predictor(graph, cost_model, devices), observations, folds, seed,
+                     iterations)
 
 
 def _held_out(predictor: _Predictor, observations, folds: int = FOLDS, seed: int = 0,

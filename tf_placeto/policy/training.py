@@ -67,6 +67,7 @@ class TrainingConfig:
     rounds: int = 8
     restart: str = "fixed"               # where each episode starts (starts.RESTARTS)
     seed: int = 0
+    warm_start: Optional[str] = None     # a training directory whose weights a new run takes
 
 
 class Trainer:
@@ -103,12 +104,44 @@ class Trainer:
         # the imitation optimizer's slots are restored when imitation builds them (resume);
         # a reinforcement stage or fine-tuning never does, and TensorFlow would warn per slot
         self.checkpointer.initialize_or_restore().expect_partial()
+        if config.warm_start and not self.checkpointer.checkpoint_exists:
+            self._take_weights(os.path.join(config.warm_start, CHECKPOINTS))
         self.baselines.load(os.path.join(out, CHECKPOINTS))
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
         log = read_log(os.path.join(out, LOG))
         self.history, self.imitation = log["iterations"], log.get("imitation", [])
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
+
+    def _take_weights(self, checkpoints: str) -> None:
+        """The networks' weights from another run's last checkpoint (warm start). Where the
+        observation has gained inputs since (appended last, as specs.py adds them), a weight
+        matrix has more input rows than the old one: those rows start at zero, so the
+        network starts out scoring as the old one did, and training finds their use."""
+        if not tf.train.latest_checkpoint(checkpoints):
+            raise InputError(f"--warm-start: no checkpoint in {checkpoints}")
+        reader = tf.train.load_checkpoint(checkpoints)
+        # the actor as REINFORCE and PPO keep it, and PPO's critic (where both runs have one)
+        networks = {"_actor_network": self.actor, "_actor_net": self.actor,
+                    "_value_net": getattr(self.agent, "_value_net", None)}
+        taken = 0
+        for key, shape in reader.get_variable_to_shape_map().items():
+            path = key.split("/")
+            root = networks.get(path[1]) if path[0] == "agent" and len(path) > 2 else None
+            if root is None or "OPTIMIZER_SLOT" in path:
+                continue
+            variable = _tracked(root, path[2:path.index(".ATTRIBUTES")])
+            old, new = reader.get_tensor(key), tuple(variable.shape)
+            if old.shape != new:
+                if len(new) != 2 or old.shape[1] != new[1] or old.shape[0] > new[0]:
+                    raise InputError(f"--warm-start: {key} is {shape} in {checkpoints}, "
+                                     f"{list(new)} here; only inputs appended to the "
+                                     "observation carry over")
+                old = np.concatenate([old, np.zeros((new[0] - old.shape[0], new[1]), old.dtype)])
+            variable.assign(old)
+            taken += 1
+        if not taken:
+            raise InputError(f"--warm-start: {checkpoints} holds no policy network")
 
     @property
     def iterations_done(self) -> int:
@@ -130,7 +163,10 @@ class Trainer:
         if self.iterations_done:
             raise InputError(f"{self.out} has {self.iterations_done} iterations of "
                              "reinforcement learning already; imitation comes before them")
-        demonstrations = Demonstrations.record(self.problems, decisions, starts,
+        lessons = {}        # a problem posed from several starts is taught once
+        for problem, decision in zip(self.problems, decisions):
+            lessons.setdefault(id(problem), (problem, decision))
+        demonstrations = Demonstrations.record(*zip(*lessons.values()), starts,
                                                seed=self.config.seed)
 
         def learned(row):
@@ -226,6 +262,19 @@ class Trainer:
                "best_speedup": float(np.mean(speedups)), **measured}
         self.history.append(row)
         return row
+
+
+def _tracked(root, path: Sequence[str]):
+    """The object at a checkpoint key's path below `root` (attributes, list indices, dict
+    keys, as TensorFlow's object graph names them)."""
+    for part in path:
+        if hasattr(root, "keys") and part in root:
+            root = root[part]
+        elif part.isdigit():
+            root = root[int(part)]
+        else:
+            root = getattr(root, part)
+    return root
 
 
 def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:
