@@ -326,7 +326,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
     result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "single", "fast",
-                     "--imitate", "3",
+                     "--imitate", "3", "--keep-imitating", "2",
                      "--imitate-exact", "5", "--imitate-climb", "2", "--link", "25:7600", "k80",
                      "--real-steps", "1", "--cache", cache)
     assert result.returncode == 0, result.stderr
@@ -339,6 +339,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = json.loads((out / "training.json").read_text())
     assert len(log["iterations"]) == 3 and len(log["imitation"]) == 3
+    assert log["config"]["keep_imitating"] == 2
     assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])

@@ -315,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "for each problem (the fast placers' best; see --imitate-climb and "
                             "--imitate-exact) "
                             "for EPOCHS passes (behaviour cloning; default 0: none)")
+    train.add_argument("--keep-imitating", metavar="K", type=_count(0), default=0,
+                       help="during the iterations, imitation goes on as a regulariser: after "
+                            "an iteration on a problem where the policy's greedy episode "
+                            "ends slower than its lesson (its decision to imitate, or a "
+                            "placement an episode met at least 1%% faster), K batches of "
+                            "that problem's demonstrations (default 0: none)")
     train.add_argument("--imitate-climb", metavar="S", type=_seconds, default=0.0,
                        help="climb each problem's best fast decision in the simulator for up "
                             "to S seconds (the hill_climb placer) and teach the climbed "
@@ -687,9 +693,9 @@ def _train(args) -> int:
     if bad:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
     for flag in ("imitate_climb", "imitate_exact"):
-        if getattr(args, flag) and not args.imitate:
+        if getattr(args, flag) and not (args.imitate or args.keep_imitating):
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
-                             "give --imitate too")
+                             "give --imitate or --keep-imitating too")
     registry.member_range(args.members)     # bad input is said before a cluster starts
     if args.warm_start and not os.path.isdir(os.path.join(args.warm_start, CHECKPOINTS)):
         raise InputError(f"--warm-start {args.warm_start}: not a training directory (it has "
@@ -751,8 +757,11 @@ def _trained(args, problems):
     starts = [kind for kind in kinds for _ in problems]
     trainer = Trainer(problems * len(kinds), args.out, TrainingConfig(
         algorithm=args.algorithm, episodes=args.episodes, seed=args.seed,
-        warm_start=args.warm_start), initial=initial, starts=starts)
-    if len(trainer.imitation) < args.imitate:
+        warm_start=args.warm_start, keep_imitating=args.keep_imitating), initial=initial,
+        starts=starts)
+    imitating = len(trainer.imitation) < args.imitate
+    if imitating or (args.keep_imitating
+                     and trainer.iterations_done < args.steps + args.real_steps):
         asked = args.imitate_exact or args.imitate_climb
         if kinds == ["fast"] and not asked:
             lessons, taught = initial, None
@@ -764,6 +773,8 @@ def _trained(args, problems):
             taught = dict(Counter(name for name, _ in known).most_common())
             _say("imitation teaches the decisions of " + ", ".join(
                 f"{name} ({count} problems)" for name, count in taught.items()))
+        trainer.demonstrate(lessons)
+    if imitating:
         with progress(total=args.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
             def imitated(row):

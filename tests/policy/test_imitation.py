@@ -1,5 +1,7 @@
-"""Imitation: the policy network learns the fast placers' decisions before any RL."""
+"""Imitation: the policy network learns the fast placers' decisions before any RL, and goes
+on learning where it falls behind them during RL (keep_imitating)."""
 
+import dataclasses
 import json
 import os
 
@@ -10,7 +12,11 @@ from tf_placeto import methods
 from tf_placeto.errors import PlacetoError
 from tf_placeto.policy import specs
 from tf_placeto.policy.imitation import Demonstrations, accuracy, imitate
-from tf_placeto.policy.training import Trainer, TrainingConfig
+from tf_placeto.policy.episode import greedy_walk
+from tf_placeto.policy.inference import greedy_placement
+from tf_placeto.policy.observation import GraphView
+from tf_placeto.policy.starts import start_placement
+from tf_placeto.policy.training import LESSON_MARGIN, GreedyActor, Trainer, TrainingConfig
 
 SMALL = TrainingConfig(episodes=2, embedding=16, rounds=2, seed=1)
 
@@ -116,3 +122,48 @@ def test_a_killed_imitation_resumes_at_its_next_epoch(policy_problems, tmp_path)
     for restored, saved in zip(resumed.actor.trainable_variables, weights):
         np.testing.assert_array_equal(restored.numpy(), saved)
     assert [row["epoch"] for row in resumed.imitate(decisions, epochs=4)] == [1, 2, 3, 4]
+
+
+def test_imitation_goes_on_after_iterations_that_end_behind_the_lesson(policy_problems,
+                                                                       tmp_path):
+    """`keep_imitating`: after an iteration on a problem where the policy's greedy episode
+    ends slower than the problem's lesson, a few batches of that problem's demonstrations;
+    none where it ends as fast. The network then knows the lessons better than one trained
+    without, and the policy it exports is the one judged."""
+    decisions = [methods.place("heft", p).group_devices for p in policy_problems]
+    demonstrations = Demonstrations.record(policy_problems, decisions, starts=2)
+    keeping = dataclasses.replace(SMALL, keep_imitating=3, imitation_batch=8)
+    trainer = Trainer(policy_problems, str(tmp_path / "kept"), keeping)
+    with pytest.raises(ValueError, match="demonstrate"):
+        trainer.run(1)
+    trainer.demonstrate(decisions)
+    history = trainer.run(6)
+    behind = [row["greedy_us"] > row["lesson_us"] for row in history]
+    assert ["imitation_loss" in row for row in history] == behind
+    assert any(behind)
+    plain = Trainer(policy_problems, str(tmp_path / "plain"), SMALL)
+    plain.run(6)
+    assert accuracy(trainer.actor, demonstrations) > accuracy(plain.actor, demonstrations)
+    exported = os.path.dirname(trainer.export())
+    for problem in policy_problems:
+        judged = greedy_walk(GraphView(problem), GreedyActor(trainer.actor)).end_value
+        assert judged == greedy_placement(problem, exported).end_value
+
+
+def test_a_placement_met_faster_than_the_lesson_becomes_the_lesson(policy_problems, tmp_path):
+    """Self-imitation: a teacher that the episodes beat does not hold the policy back. Taught
+    random placements, the episodes soon meet faster ones, and those are taught instead."""
+    poor = [start_placement(p, seed=7) for p in policy_problems]
+    trainer = Trainer(policy_problems, str(tmp_path / "run"),
+                      dataclasses.replace(SMALL, keep_imitating=1, imitation_batch=8))
+    trainer.demonstrate(poor)
+    views = trainer.environments[0].views
+    taught_us = [views[p].objective(d)[0] for p, d in enumerate(poor)]
+    trainer.run(4)
+    improved = [p for p in range(len(poor)) if trainer.lesson_us[p] < taught_us[p]]
+    assert improved
+    for p in improved:
+        assert trainer.best(p)[0] >= (1 - LESSON_MARGIN) * trainer.lesson_us[p]
+        n = policy_problems[p].n_groups
+        walked_from = trainer.demonstrations.observations[p]["group_device"][2 * n]
+        assert views[p].objective(walked_from)[0] == pytest.approx(trainer.lesson_us[p])

@@ -9,12 +9,15 @@ groups visited so far are list-scheduled where the episode put them (candidates.
 what the observation's device rows come from, together with the simulator's answer for each
 device (the placement with the current group moved there), so the move then costs no
 simulation of its own. Every placement simulated is an evaluation (GraphView.moves).
+`greedy_walk` runs one greedy episode of a policy: the exported one when placing
+(inference.py), the network being trained when training judges it (training.py).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -94,3 +97,25 @@ class Episode:
                 self.best = (outcome[0], devices)
         add_simulated(rows, values, self.value, self.candidates.scales.group_us[group])
         return rows
+
+
+class GreedyWalk(NamedTuple):
+    """One greedy episode of a policy: the best placement it evaluated, that placement's
+    objective (us), the objective of every placement evaluated (the start first, in order),
+    and the objective where the episode ended (the policy's own answer)."""
+    devices: np.ndarray
+    value: float
+    objectives: np.ndarray
+    end_value: float
+
+
+def greedy_walk(view: GraphView, policy) -> GreedyWalk:
+    """One greedy episode from the start of `view`, whose moves it has not simulated before;
+    `policy` answers action(observation, first) with a device (SavedPolicy, or training's
+    actor)."""
+    episode = Episode(view)
+    while not episode.done:
+        episode.move(policy.action(episode.observation(), first=episode.position == 0))
+    value, devices = episode.best
+    return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves),
+                      episode.value)

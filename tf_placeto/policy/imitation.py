@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from tf_placeto.log import progress
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import require_tf_agents
 from tf_placeto.policy.episode import Episode
@@ -48,14 +49,18 @@ class Demonstrations:
 
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
-               starts: int = 2, seed: int = 0) -> "Demonstrations":
+               starts: int = 2, seed: int = 0, shown: bool = True) -> "Demonstrations":
         """Per problem, episodes that move each group to its device in the (canonical)
         decision: from `starts` random starts, from the decision itself and from every group
         on one device drawn at random (where it may), so that the network also sees the
         placements that `--start fast` and `--start single` begin from: a network shown only
-        random starts learns to leave a device that holds everything."""
+        random starts learns to leave a device that holds everything. shown: with a progress
+        bar (on a terminal)."""
         stacked, demonstrated = [], []
-        for index, (problem, decision) in enumerate(zip(problems, decisions)):
+        lessons = list(zip(problems, decisions))
+        if shown:
+            lessons = progress(lessons, desc="demonstrations", unit="problem", leave=False)
+        for index, (problem, decision) in enumerate(lessons):
             canonical = problem.canonical(decision)
             right = _right_devices(problem, canonical)
             view = GraphView(problem)
@@ -74,11 +79,14 @@ class Demonstrations:
             demonstrated.append(np.tile(right, (starts + 2, 1)))
         return cls(stacked, demonstrated)
 
-    def batches(self, size: int, rng: np.random.Generator = None):
-        """(observations, targets) in batches of at most `size`, each of one problem; the
-        batches and their members shuffled when given `rng`."""
+    def batches(self, size: int, rng: np.random.Generator = None,
+                problems: Sequence[int] = None):
+        """(observations, targets) in batches of at most `size`, each of one problem (of
+        `problems`, indices into the recorded ones; default all); the batches and their
+        members shuffled when given `rng`."""
         chunks = []
-        for problem, targets in enumerate(self.targets):
+        for problem in range(len(self.targets)) if problems is None else problems:
+            targets = self.targets[problem]
             order = np.arange(len(targets)) if rng is None else rng.permutation(len(targets))
             chunks += [(problem, order[low:low + size]) for low in range(0, len(order), size)]
         for k in (range(len(chunks)) if rng is None else rng.permutation(len(chunks))):
@@ -109,15 +117,7 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, optimizer,
     run, each shuffled by its own seed, so a resumed run shuffles as an unbroken one would;
     `optimizer` carries its state across a resume."""
 
-    @tf.function(reduce_retracing=True)    # problems of every size share it
-    def train(observation, right):
-        with tf.GradientTape() as tape:
-            logits = network(observation)[0].logits
-            loss = tf.reduce_mean(_cross_entropy(logits, right))
-        gradients = tape.gradient(loss, network.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, network.trainable_variables))
-        return loss, _hits(logits, right)
-
+    train = cloning_step(network, optimizer)
     history = []
     for epoch in range(first_epoch, epochs + 1):
         rng = np.random.default_rng([seed, epoch])
@@ -133,6 +133,22 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, optimizer,
         history.append(row)
         progress(row)
     return history
+
+
+def cloning_step(network, optimizer) -> Callable:
+    """One gradient step of `network` towards the right devices of a batch (observations,
+    right): returns (mean cross-entropy, how many it got right before the step)."""
+
+    @tf.function(reduce_retracing=True)    # problems of every size share it
+    def step(observation, right):
+        with tf.GradientTape() as tape:
+            logits = network(observation)[0].logits
+            loss = tf.reduce_mean(_cross_entropy(logits, right))
+        gradients = tape.gradient(loss, network.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, network.trainable_variables))
+        return loss, _hits(logits, right)
+
+    return step
 
 
 def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> float:

@@ -27,14 +27,13 @@ import functools
 import os
 import shutil
 import tempfile
-from typing import NamedTuple
 
 import numpy as np
 
 from tf_placeto.errors import InputError
 from tf_placeto.log import progress
 from tf_placeto.placers.common import evaluations_to_within
-from tf_placeto.policy.episode import Episode
+from tf_placeto.policy.episode import GreedyWalk, greedy_walk
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 
@@ -94,27 +93,10 @@ def _load(policy_dir: str) -> SavedPolicy:
     return SavedPolicy(policy_dir)
 
 
-class GreedyWalk(NamedTuple):
-    """One greedy episode of a policy: the best placement it evaluated, that placement's
-    objective (us), the objective of every placement evaluated (the start first, in order),
-    and the objective where the episode ended (the policy's own answer)."""
-    devices: np.ndarray
-    value: float
-    objectives: np.ndarray
-    end_value: float
-
-
 def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> GreedyWalk:
     """One greedy episode of the policy on `problem` from `initial` (default: a random
     placement)."""
-    policy = _load(policy_dir)
-    view = GraphView(problem, initial)
-    episode = Episode(view)
-    while not episode.done:
-        episode.move(policy.action(episode.observation(), first=episode.position == 0))
-    value, devices = episode.best
-    return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves),
-                      episode.value)
+    return greedy_walk(GraphView(problem, initial), _load(policy_dir))
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,

@@ -6,9 +6,17 @@ step on all of them. REINFORCE uses Placeto's baseline: for each problem and eac
 step index, the mean return of the last `baseline_window` episodes at that step. It is applied
 by reshaping rewards, r'_t = r_t - b_t + b_(t+1), so that the undiscounted return the agent
 computes from t is exactly G_t - b_t. Adam with the learning rate decayed from 1e-3 to 1e-4,
-gradients clipped to a global norm of 1.25, an entropy bonus. Given real.RealSteps, iterations
-take only problems on the runtime's devices and their episodes' returns are measured for real
-(real.py): training's last, optional stage.
+gradients clipped to a global norm of 1.25, an entropy bonus. With `keep_imitating`, imitation
+(imitation.py) goes on as a regulariser: after an iteration on a problem where the policy's
+greedy episode ends slower than the problem's lesson, a few batches of that problem's
+demonstrations. The lesson is the demonstrated decision until an episode meets a placement
+faster by LESSON_MARGIN; that placement is the lesson from then on (self-imitation), so a
+teacher that reinforcement learning beats does not hold the policy back. Trained on several
+settings at once, reinforcement learning keeps what pays in most of them and forgets what
+imitation taught for the others (BUILD.md: the cluster's gathering, lost to k80's
+iterations); this brings it back only where the policy falls behind its lesson. Given
+real.RealSteps, iterations take only problems on the runtime's devices and their episodes'
+returns are measured for real (real.py): training's last, optional stage.
 
 Everything lives under one directory: `checkpoints/` (agent, optimizer, step, baselines; a
 killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
@@ -22,6 +30,7 @@ This module loads TF-Agents and TensorFlow when it is imported.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import time
@@ -44,13 +53,16 @@ from tf_agents.trajectories import trajectory
 from tf_agents.utils import common
 
 from tf_placeto.policy.environment import PlacementEnvironment
-from tf_placeto.policy.imitation import Demonstrations, imitate
+from tf_placeto.policy.imitation import Demonstrations, cloning_step, imitate
+from tf_placeto.policy.episode import greedy_walk
+from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 from tf_placeto.policy.real import RealSteps, real_rewards
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
 BASELINES = "baselines.json"       # in CHECKPOINTS
 IMITATION_LEARNING_RATE = 1e-3
+LESSON_MARGIN = 0.01        # how much faster a placement met must be to become the lesson
 
 
 @dataclasses.dataclass
@@ -68,6 +80,8 @@ class TrainingConfig:
     restart: str = "fixed"               # where each episode starts (starts.RESTARTS)
     seed: int = 0
     warm_start: Optional[str] = None     # a training directory whose weights a new run takes
+    keep_imitating: int = 0              # imitation batches after an iteration that lags
+    imitation_batch: int = 64
 
 
 class Trainer:
@@ -83,7 +97,7 @@ class Trainer:
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
         self.config, self.out = config, out
         self.problems = list(problems)
-        initial = initial or [None] * len(self.problems)
+        self.initial = initial = initial or [None] * len(self.problems)
         self.starts = list(starts or ["random" if i is None else "given" for i in initial])
         tf.random.set_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
@@ -110,6 +124,9 @@ class Trainer:
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
         log = read_log(os.path.join(out, LOG))
         self.history, self.imitation = log["iterations"], log.get("imitation", [])
+        self.demonstrations = None        # until demonstrate()
+        self._clone = cloning_step(self.actor, self.imitation_optimizer)
+        self._greedy, self._greedy_views = GreedyActor(self.actor), {}   # problem -> its GraphView
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
@@ -149,32 +166,60 @@ class Trainer:
         PPO advances once per epoch of each iteration."""
         return len(self.history)
 
+    def demonstrate(self, decisions: Sequence, starts: int = 2) -> None:
+        """Record what imitation teaches: each group moved to its device in `decisions` (one
+        per problem; imitation.py: walks from `starts` random starts, the decision and one
+        device). A problem posed from several starts is recorded once."""
+        lessons = {}
+        for problem, decision in zip(self.problems, decisions):
+            lessons.setdefault(id(problem), (problem, decision))
+        self.demonstrations = Demonstrations.record(*zip(*lessons.values()), starts,
+                                                    seed=self.config.seed)
+        recorded = list(lessons)
+        self._lesson = [recorded.index(id(problem)) for problem in self.problems]
+        views = self.environments[0].views
+        self.lesson_us = [views[p].objective(np.asarray(decision))[0]     # per problem
+                          for p, decision in enumerate(decisions)]
+        self._demonstration_starts = starts
+
+    def _learn_from_best(self, problem: int) -> None:
+        """Where an episode of `problem` has met a placement faster than its lesson, that
+        placement becomes the lesson of the problem, from every start it is posed from."""
+        best_us, devices = self.best(problem)
+        lesson = self._lesson[problem]
+        if not best_us < (1 - LESSON_MARGIN) * self.lesson_us[problem]:
+            return
+        recorded = Demonstrations.record([self.problems[problem]], [devices],
+                                         self._demonstration_starts,
+                                         seed=self.config.seed + lesson, shown=False)
+        self.demonstrations.observations[lesson] = recorded.observations[0]
+        self.demonstrations.targets[lesson] = recorded.targets[0]
+        for posed, taught in enumerate(self._lesson):
+            if taught == lesson:
+                self.lesson_us[posed] = best_us
+
     def imitate(self, decisions: Sequence, epochs: int, starts: int = 2,
                 progress: Callable[[dict], None] = lambda row: None,
                 taught: Optional[dict] = None) -> list:
         """Teach the actor, before any reinforcement learning, to move each group to its
-        device in `decisions` (one per problem; imitation.py: walks from `starts` random
-        starts, the decision and one device), until `epochs` passes are done in all. Each
-        pass is checkpointed: a killed run resumes at its next pass (training.json counts
-        them, and keeps `taught`, whose decisions they were: problems per placer). Returns
-        each epoch's loss and accuracy."""
+        device in `decisions` (recorded by demonstrate(), unless it has recorded them
+        already), until `epochs` passes are done in all. Each pass is checkpointed: a killed
+        run resumes at its next pass (training.json counts them, and keeps `taught`, whose
+        decisions they were: problems per placer). Returns each epoch's loss and accuracy."""
         if len(self.imitation) >= epochs:
             return self.imitation
         if self.iterations_done:
             raise InputError(f"{self.out} has {self.iterations_done} iterations of "
                              "reinforcement learning already; imitation comes before them")
-        lessons = {}        # a problem posed from several starts is taught once
-        for problem, decision in zip(self.problems, decisions):
-            lessons.setdefault(id(problem), (problem, decision))
-        demonstrations = Demonstrations.record(*zip(*lessons.values()), starts,
-                                               seed=self.config.seed)
+        if self.demonstrations is None:
+            self.demonstrate(decisions, starts)
 
         def learned(row):
             self.imitation.append(row if taught is None else {**row, "taught": taught})
             self.save()
             progress(row)
 
-        imitate(self.actor, demonstrations, epochs, self.imitation_optimizer,
+        imitate(self.actor, self.demonstrations, epochs, self.imitation_optimizer,
                 seed=self.config.seed, first_epoch=len(self.imitation) + 1, progress=learned)
         return self.imitation
 
@@ -183,6 +228,9 @@ class Trainer:
         """Train until `iterations` iterations are done in all (a resumed run counts the old).
         With `real`, episodes take only its problems, and their returns are measured for real
         (real.py)."""
+        if self.config.keep_imitating and self.demonstrations is None:
+            raise ValueError("keep_imitating needs the decisions to imitate: demonstrate() "
+                             "first")
         for environment in self.environments:
             environment.draw_from(None if real is None else real.problems)
         while self.iterations_done < iterations:
@@ -191,14 +239,43 @@ class Trainer:
             with self.writer.as_default(step=self.iterations_done + 1):
                 loss = self._train(experience).loss
                 row = self._record(episodes, float(loss), time.perf_counter() - start)
+                row.update(self._keep_imitating(row))
                 for key in ("loss", "mean_return", "best_speedup", "real_return",
-                            "simulated_return"):
+                            "simulated_return", "imitation_loss"):
                     if key in row:
                         tf.summary.scalar(key, row[key])
             progress(row)
             if self.iterations_done % checkpoint_every == 0 or self.iterations_done >= iterations:
                 self.save()
         return self.history
+
+    def _keep_imitating(self, row: dict) -> dict:
+        """After an iteration, the regulariser: where the policy's greedy episode on the
+        iteration's problem ends slower than the problem's lesson (the demonstrated decision,
+        or the best placement an episode met where that is faster), `keep_imitating` batches
+        of that problem's demonstrations. Judged by the greedy episode, which is what
+        the policy places with: its sampled episodes end slower than that wherever it explores.
+        For the iteration's row: where the greedy episode ended, and the batches' mean loss."""
+        problem = row["problem"]
+        if not self.config.keep_imitating:
+            return {}
+        self._learn_from_best(problem)
+        if problem not in self._greedy_views:
+            self._greedy_views[problem] = GraphView(self.problems[problem], self.initial[problem])
+        view = self._greedy_views[problem]
+        greedy_us = float(greedy_walk(view, self._greedy).end_value)
+        view.moves.clear()
+        judged = {"greedy_us": greedy_us, "lesson_us": float(self.lesson_us[problem])}
+        if greedy_us <= self.lesson_us[problem]:
+            return judged
+        rng = np.random.default_rng([self.config.seed, row["iteration"]])
+        lessons = itertools.chain.from_iterable(    # passes over the problem's, reshuffled
+            self.demonstrations.batches(self.config.imitation_batch, rng,
+                                        problems=[self._lesson[problem]])
+            for _ in itertools.count())
+        losses = [float(self._clone(*batch)[0])
+                  for batch in itertools.islice(lessons, self.config.keep_imitating)]
+        return {**judged, "imitation_loss": float(np.mean(losses))}
 
     def save(self) -> None:
         self.checkpointer.save(self.step)
@@ -258,10 +335,24 @@ class Trainer:
         row = {"iteration": self.iterations_done + 1, "problem": problem,
                "start": self.starts[problem], "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
+               "end_us": float(np.mean([env.episode.value for env in self.environments])),
                "best_us": self.best(problem)[0],
                "best_speedup": float(np.mean(speedups)), **measured}
         self.history.append(row)
         return row
+
+
+class GreedyActor:
+    """The actor network's likeliest device, answered as inference.SavedPolicy answers."""
+
+    def __init__(self, actor):
+        self._logits = tf.function(lambda observation: actor(observation)[0].logits,
+                                   reduce_retracing=True)
+
+    def action(self, observation: dict, first: bool) -> int:
+        del first      # the network keeps no state between moves
+        batch = {key: value[None] for key, value in observation.items()}
+        return int(tf.argmax(self._logits(batch)[0]))
 
 
 def _tracked(root, path: Sequence[str]):
