@@ -110,12 +110,12 @@ class GreedyWalk(NamedTuple):
 
 
 def greedy_walk(view: GraphView, policy) -> GreedyWalk:
-    """One greedy episode from the start of `view`, whose moves it has not simulated before;
-    `policy` answers action(observation, first) with a device (SavedPolicy, or training's
-    actor)."""
+    """One greedy episode from the start of `view`; `policy` answers action(observation,
+    first) with a device (SavedPolicy, or training's actor)."""
+    before = len(view.moves)
     episode = Episode(view)
     while not episode.done:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
     value, devices = episode.best
-    return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves),
+    return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
                       episode.value)

@@ -55,7 +55,7 @@ from tf_agents.utils import common
 from tf_placeto.policy.environment import PlacementEnvironment
 from tf_placeto.policy.imitation import Demonstrations, cloning_step, imitate
 from tf_placeto.policy.episode import greedy_walk
-from tf_placeto.policy.observation import GraphView
+from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 from tf_placeto.policy.real import RealSteps, real_rewards
 
@@ -97,7 +97,7 @@ class Trainer:
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
         self.config, self.out = config, out
         self.problems = list(problems)
-        self.initial = initial = initial or [None] * len(self.problems)
+        initial = initial or [None] * len(self.problems)
         self.starts = list(starts or ["random" if i is None else "given" for i in initial])
         tf.random.set_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
@@ -126,7 +126,7 @@ class Trainer:
         self.history, self.imitation = log["iterations"], log.get("imitation", [])
         self.demonstrations = None        # until demonstrate()
         self._clone = cloning_step(self.actor, self.imitation_optimizer)
-        self._greedy, self._greedy_views = GreedyActor(self.actor), {}   # problem -> its GraphView
+        self._greedy = GreedyActor(self.actor)
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
@@ -175,11 +175,11 @@ class Trainer:
             lessons.setdefault(id(problem), (problem, decision))
         self.demonstrations = Demonstrations.record(*zip(*lessons.values()), starts,
                                                     seed=self.config.seed)
-        recorded = list(lessons)
-        self._lesson = [recorded.index(id(problem)) for problem in self.problems]
-        views = self.environments[0].views
-        self.lesson_us = [views[p].objective(np.asarray(decision))[0]     # per problem
-                          for p, decision in enumerate(decisions)]
+        index = {key: i for i, key in enumerate(lessons)}
+        self._lesson = [index[id(problem)] for problem in self.problems]
+        taught_us = [Objective(problem)(np.asarray(decision))[0]
+                     for problem, decision in lessons.values()]
+        self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
         self._demonstration_starts = starts
 
     def _learn_from_best(self, problem: int) -> None:
@@ -260,11 +260,10 @@ class Trainer:
         if not self.config.keep_imitating:
             return {}
         self._learn_from_best(problem)
-        if problem not in self._greedy_views:
-            self._greedy_views[problem] = GraphView(self.problems[problem], self.initial[problem])
-        view = self._greedy_views[problem]
+        view = self.environments[0].views[problem]      # the episodes' start
+        simulated = len(view.moves)
         greedy_us = float(greedy_walk(view, self._greedy).end_value)
-        view.moves.clear()
+        del view.moves[simulated:]      # the judge's walk is not one of training's evaluations
         judged = {"greedy_us": greedy_us, "lesson_us": float(self.lesson_us[problem])}
         if greedy_us <= self.lesson_us[problem]:
             return judged
