@@ -2,9 +2,11 @@
 
     python -m measure.bench_real_wins [--models resnet50,lookup,...] [--cache DIR]
                                       [--timeout 1800] [--budget 120] [--json FILE]
+                                      [--place-args "--method placeto --start random"]
 
 For each model of measure/real_models.py (built once, cached), one at a time, runs
-`tf-placeto place SOURCE --cluster local:2 --json --out OUT` and reads what it claims:
+`tf-placeto place SOURCE --cluster local:2 --json --out OUT [PLACE-ARGS]` (the default
+`place` unless --place-args chooses a method or its options) and reads what it claims:
 predicted and measured step as written -> placed, and, when it gives them, whether it wrote a
 model and the candidates it measured. Then it re-measures the written model against the
 source, apart from `place`: on a fresh local:2 cluster, `--sessions` times in turn, both
@@ -12,6 +14,8 @@ SavedModels are loaded from their files into new sessions and timed in turns
 (tf_placeto.measure.noise: at least 6 rounds, then until the ratio is known to 5% or the
 session's share of `--budget` seconds ends). The rounds of all the sessions give written /
 source round by round with its 95% interval; each session's own median ratio is kept too.
+With `--method placeto`, the table also gives the policy's own answer and the best point on
+its walk, both simulated, as `place` reports them (it writes the best point on the walk).
 (Measuring each with its own `tf-placeto measure`, as the users who reported slowdowns did,
 moved one pair by 0.88x to 1.16x between repetitions: a fresh cluster's level varies more
 than the gains asked for. And one session of a split can run slow for as long as it is open:
@@ -33,6 +37,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -134,11 +139,11 @@ def bench(name: str, out_dir: str, args) -> dict:
         out = os.path.join(out_dir, name)
         say(f"{name}: placing {source}")
         placed = tf_placeto("place", source, "--cluster", CLUSTER, "--json", "--out", out,
-                            *cache_args, deadline=deadline)
+                            *cache_args, *shlex.split(args.place_args), deadline=deadline)
         row.update({key: placed.get(key) for key in
                     ("ops", "groups", "predicted_before_s", "predicted_after_s",
                      "measured_before_s", "measured_after_s", "measured_candidates",
-                     "measured_again")})
+                     "measured_again", "policy_step_s", "best_on_walk_step_s")})
         row["place_says_written"] = placed.get("written")
         row["written"] = os.path.isfile(os.path.join(out, "saved_model.pb"))
         if row["written"]:
@@ -177,6 +182,9 @@ def table(rows: list) -> pd.DataFrame:
         "ops": row.get("ops") or "-",
         "groups": row.get("groups") or "-",
         "predicted (ms)": _ms(row.get("predicted_before_s"), row.get("predicted_after_s")),
+        "policy alone / best on walk (ms, simulated)": (
+            f"{row['policy_step_s'] * 1e3:.1f} / {row['best_on_walk_step_s'] * 1e3:.1f}"
+            if row.get("policy_step_s") is not None else "-"),
         "measured by place (ms)": _ms(row.get("measured_before_s"), row.get("measured_after_s")),
         "candidates": _candidates(row.get("measured_candidates")),
         "again, new sessions": _candidates(row.get("measured_again")),
@@ -210,6 +218,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sessions", type=int, default=3,
                         help="pairs of new sessions the re-measure runs one after the other")
     parser.add_argument("--json", metavar="FILE", help="also write the rows here")
+    parser.add_argument("--place-args", default="",
+                        help="more arguments for place, in one string (for example "
+                             "\"--method placeto --start random\"; default: none, the "
+                             "default place)")
     args = parser.parse_args(argv)
     try:
         names = real_models.model_names(args.models)

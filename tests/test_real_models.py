@@ -2,6 +2,7 @@
 
 Only the two cheapest (tens of ops each); bench_real_wins runs the rest."""
 
+import argparse
 import json
 import os
 
@@ -23,3 +24,19 @@ def test_a_real_model_builds_once_and_inspects(name, tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     inspected = json.loads(result.stdout)
     assert "'serving_default'" in inspected["source"] and inspected["num_ops"] > 0
+
+
+def test_bench_real_wins_places_with_the_method_asked(tmp_path, monkeypatch):
+    """`--place-args` reaches `place`: with the learned policy, the row gives its own answer
+    beside the best point on its walk (both simulated), as `place --method placeto` does."""
+    from measure import bench_real_wins
+    monkeypatch.setenv("TF_PLACETO_CACHE", str(tmp_path))
+    args = argparse.Namespace(
+        cache=str(tmp_path / "profiles"), timeout=600.0, budget=1.0, sessions=1,
+        place_args="--method placeto --start random --simulate")
+    row = bench_real_wins.bench("lookup", str(tmp_path), args)
+    assert "error" not in row, row.get("error")
+    assert 0 < row["best_on_walk_step_s"] <= row["policy_step_s"]
+    table = bench_real_wins.table([row]).iloc[0]
+    assert table["policy alone / best on walk (ms, simulated)"] == (
+        f"{row['policy_step_s'] * 1e3:.1f} / {row['best_on_walk_step_s'] * 1e3:.1f}")
