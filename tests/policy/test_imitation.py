@@ -161,5 +161,6 @@ def test_a_placement_met_faster_than_the_lesson_becomes_the_lesson(policy_proble
     for p in improved:
         assert trainer.best(p)[0] >= (1 - LESSON_MARGIN) * trainer.lesson_us[p]
         n = policy_problems[p].n_groups
+        # record() walks from 2 random starts first, then from the lesson itself
         walked_from = trainer.demonstrations.observations[p]["group_device"][2 * n]
         assert views[p].objective(walked_from)[0] == pytest.approx(trainer.lesson_us[p])
