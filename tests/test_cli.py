@@ -343,7 +343,10 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])
+    assert real["link"] == "runtime" and real["devices"] == 2 and real["graph"] == mlp_model
     assert {row["start"] for row in log["iterations"]} <= {"single", "fast"}
+    assert {row["link"] for row in log["iterations"][:2]} <= {"25:7600", "k80"}
+    assert "by setting (imitated: iterations followed by imitation batches):" in result.stdout
     logged = [json.loads(line) for path in pathlib.Path(cache).rglob("observations.jsonl")
               for line in path.read_text().splitlines()]
     assert sum(o["origin"] == "train" for o in logged) >= 1

@@ -210,25 +210,31 @@ def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
                       members: Optional[str] = None, links: Sequence[Optional[str]] = (None,),
                       on_runtime: bool = False, max_groups: int = DEFAULT_MAX_GROUPS,
                       cache: Optional[str] = None) -> tuple:
-    """(problems, measurable): the placement problems `tf-placeto train` learns on. Each graph
-    (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
+    """(problems, measurable, labels): the placement problems `tf-placeto train` learns on.
+    Each graph (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
     tf_placeto.measure.runtime.Runtime); its problems are on each device count of devices like
     the profiled ones, joined by each of `links` (None: the measured link), and with
     `on_runtime` also on the runtime's own devices. measurable: for those last problems, by
-    index, what measuring their placements for real needs (policy.real.MeasuredGraph)."""
+    index, what measuring their placements for real needs (policy.real.MeasuredGraph).
+    labels: per problem, its graph, device count and link ("measured" for the profiled link,
+    "runtime" for the runtime's own devices), which training's log keeps with each iteration."""
     sources = registry.expand(graphs, members)
-    links = [Link.parse(link) if link else None for link in links]
-    problems, measurable = [], {}
+    parsed = [(link or "measured", Link.parse(link) if link else None) for link in links]
+    problems, measurable, labels = [], {}, []
     for source in progress(sources, desc="profiling", unit="graph"):
         workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
-        problems += [workload.problem(n, link=link) for link in links for n in counts]
+        for name, link in parsed:
+            problems += [workload.problem(n, link=link) for n in counts]
+            labels += [{"graph": str(source), "devices": n, "link": name} for n in counts]
         if on_runtime:
             measurable[len(problems)] = MeasuredGraph(workload.graph, workload.profile_dir)
             problems.append(workload.problem())
+            labels.append({"graph": str(source), "devices": problems[-1].n_devices,
+                           "link": "runtime"})
     log.info("training on %d graphs x %d device counts x %d links%s = %d problems",
              len(sources), len(counts), len(links),
              " (and the runtime's own devices)" if on_runtime else "", len(problems))
-    return problems, measurable
+    return problems, measurable, labels
 
 
 @dataclasses.dataclass

@@ -684,7 +684,7 @@ def _show(args) -> int:
 def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.real import RealSteps
-    from tf_placeto.policy.training import CHECKPOINTS, LOG, read_log
+    from tf_placeto.policy.training import CHECKPOINTS, LOG, iterations_by_setting, read_log
 
     if args.steps < 1 and not args.imitate and not args.real_steps:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
@@ -708,13 +708,13 @@ def _train(args) -> int:
         if len(runtime.device_names) < 2 and args.real_steps:
             raise InputError("--real-steps measures on the runtime's devices: give a runtime "
                              "with at least 2 (--cluster local:2, --devices 2)")
-        problems, measurable = api.training_problems(
+        problems, measurable, labels = api.training_problems(
             args.graphs, args.counts, runtime, members=args.members, links=args.link or [None],
             on_runtime=bool(args.real_steps), max_groups=args.max_groups, cache=args.cache)
         if not args.real_steps:
             stack.close()       # the runtime is needed again only to measure
         _say(f"writing the checkpoints, the log and the policy to {args.out}")
-        trainer = _trained(args, problems)
+        trainer = _trained(args, problems, labels)
         if args.real_steps:
             _iterate(trainer, args.steps + args.real_steps, args.episodes, "real iteration",
                      real=RealSteps(runtime, measurable))
@@ -731,6 +731,10 @@ def _train(args) -> int:
               f"{posed}; "
               f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
               "on average (simulated)")
+        settings = iterations_by_setting(history)
+        if len(settings) > 1 or settings["imitated"].any():
+            print("by setting (imitated: iterations followed by imitation batches):")
+            print(settings.to_string(index=False, float_format="{:+.3f}".format))
         real = [row for row in history if "real_return" in row]
         if real:
             print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
@@ -743,9 +747,9 @@ def _train(args) -> int:
     return EXIT_OK
 
 
-def _trained(args, problems):
-    """The trainer on `problems` after imitation and the simulated iterations that `args` ask
-    for (a resumed run goes on where it stopped)."""
+def _trained(args, problems, labels):
+    """The trainer on `problems` (named by `labels`) after imitation and the simulated
+    iterations that `args` ask for (a resumed run goes on where it stopped)."""
     from tf_placeto.policy.training import Trainer, TrainingConfig     # heavy: TF-Agents
 
     kinds = list(dict.fromkeys(args.start))
@@ -758,7 +762,7 @@ def _trained(args, problems):
     trainer = Trainer(problems * len(kinds), args.out, TrainingConfig(
         algorithm=args.algorithm, episodes=args.episodes, seed=args.seed,
         warm_start=args.warm_start, keep_imitating=args.keep_imitating), initial=initial,
-        starts=starts)
+        starts=starts, labels=labels * len(kinds))
     imitating = len(trainer.imitation) < args.imitate
     if imitating or (args.keep_imitating
                      and trainer.iterations_done < args.steps + args.real_steps):

@@ -14,7 +14,7 @@ from tf_placeto.errors import InputError
 from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode
 from tf_placeto.policy.observation import GraphView
-from tf_placeto.policy.training import Baselines, Trainer
+from tf_placeto.policy.training import Baselines, Trainer, iterations_by_setting
 
 
 def _returns(rewards):
@@ -49,12 +49,32 @@ def test_each_start_of_a_problem_keeps_its_own_baseline(tmp_path):
     np.testing.assert_allclose(_returns(again), [[0.0, 0.0]])      # the random start's own
 
 
+def test_the_log_is_read_by_setting():
+    """What `train` prints: per link and start, how many iterations were followed by
+    imitation; a log from before the rows carried their link is read by start."""
+    history = [{"iteration": i + 1, "link": link, "start": start, "mean_return": ret,
+                **({"imitation_loss": 0.5} if imitated else {})}
+               for i, (link, start, ret, imitated) in enumerate([
+                   ("k80", "random", 0.2, True), ("25:7600", "random", -0.1, False),
+                   ("k80", "random", 0.4, False), ("k80", "fast", 0.0, True)])]
+    table = iterations_by_setting(history)
+    assert table[["link", "start", "iterations", "imitated"]].values.tolist() == [
+        ["k80", "random", 2, 1], ["25:7600", "random", 1, 0], ["k80", "fast", 1, 1]]
+    np.testing.assert_allclose(table["mean_return"], [0.3, -0.1, 0.0])
+    old = iterations_by_setting([{k: v for k, v in row.items() if k != "imitation_loss"
+                                  and k != "link"} for row in history])
+    assert old[["start", "iterations", "imitated"]].values.tolist() == [
+        ["random", 3, 0], ["fast", 1, 0]]
+
+
 def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems, tmp_path,
                                                                   tiny):
     out = str(tmp_path / "run")
-    trainer = Trainer(policy_problems, out, tiny)
+    labels = [{"graph": f"graph {i}", "link": "k80"} for i in range(len(policy_problems))]
+    trainer = Trainer(policy_problems, out, tiny, labels=labels)
     history = trainer.run(2)
     assert [row["iteration"] for row in history] == [1, 2]
+    assert [row["graph"] for row in history] == [f"graph {row['problem']}" for row in history]
     assert all(np.isfinite(row["loss"]) for row in history)
     resumed = Trainer(policy_problems, out, tiny)       # as if the first run had been killed
     assert resumed.iterations_done == 2

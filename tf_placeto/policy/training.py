@@ -38,6 +38,7 @@ import warnings
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+import pandas as pd
 
 from tf_placeto.errors import InputError
 from tf_placeto.policy import require_tf_agents
@@ -88,17 +89,21 @@ class Trainer:
     """A TF-Agents agent, its environments and its on-disk state, for a set of problems."""
 
     def __init__(self, problems: Sequence, out: str, config: TrainingConfig = TrainingConfig(),
-                 initial: Sequence = None, starts: Sequence[str] = None):
+                 initial: Sequence = None, starts: Sequence[str] = None,
+                 labels: Sequence[dict] = None):
         """initial: per problem, the fixed start placement of its episodes, or None (a random
         one, as Placeto's). starts: per problem, the name of that start (starts.START_KINDS),
         logged with each iteration and keeping its own baseline (default: "random" where
-        initial is None, else "given")."""
+        initial is None, else "given"). labels: per problem, what names it (its graph, device
+        count and link, as api.training_problems gives them), logged with each iteration so
+        that the log can be read by setting."""
         if config.algorithm not in ("reinforce", "ppo"):
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
         self.config, self.out = config, out
         self.problems = list(problems)
         initial = initial or [None] * len(self.problems)
         self.starts = list(starts or ["random" if i is None else "given" for i in initial])
+        self.labels = list(labels or [{}] * len(self.problems))
         tf.random.set_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
                                                   restart=config.restart, initial=initial)
@@ -332,7 +337,7 @@ class Trainer:
         speedups = [views[p].objective.single_us / self.best(p)[0] for p in range(len(views))
                     if np.isfinite(self.best(p)[0])]     # the problems trained on so far
         row = {"iteration": self.iterations_done + 1, "problem": problem,
-               "start": self.starts[problem], "loss": loss,
+               **self.labels[problem], "start": self.starts[problem], "loss": loss,
                "seconds": seconds, "mean_return": mean_return,
                "end_us": float(np.mean([env.episode.value for env in self.environments])),
                "best_us": self.best(problem)[0],
@@ -447,6 +452,19 @@ class Baselines:
 def _json_seconds(seconds: np.ndarray) -> list:
     """Real step times for training.json: None where the placement failed to run."""
     return [float(s) if np.isfinite(s) else None for s in seconds]
+
+
+def iterations_by_setting(history: Sequence[dict]) -> pd.DataFrame:
+    """Per link and start (the settings a run mixes): its iterations, their mean return, and
+    after how many of them imitation went on (`keep_imitating`). Logs written before the
+    iterations carried their link are read by start alone."""
+    table = pd.DataFrame(history)
+    keys = [key for key in ("link", "start") if key in table]
+    imitated = (table["imitation_loss"].notna() if "imitation_loss" in table
+                else pd.Series(False, index=table.index))
+    return (table.assign(imitated=imitated).groupby(keys, sort=False)
+            .agg(iterations=("iteration", "size"), imitated=("imitated", "sum"),
+                 mean_return=("mean_return", "mean")).reset_index())
 
 
 def read_log(path: str) -> dict:
