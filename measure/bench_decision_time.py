@@ -26,7 +26,9 @@ def main(argv=None) -> int:
     parser.add_argument("--graph", default="examples:inception_v3")
     parser.add_argument("--max-groups", type=int, default=512)
     parser.add_argument("--devices", type=int, default=8)
-    parser.add_argument("--policy", default=None, help="default: the shipped policy")
+    parser.add_argument("--policy", default=None,
+                        help="default: the shipped policy for the devices (one machine's or a "
+                             "cluster's)")
     parser.add_argument("--cluster", default="local:2", help="where the graph is profiled")
     parser.add_argument("--link", default="25:7600")
     parser.add_argument("--repeats", type=int, default=3)
@@ -43,10 +45,10 @@ def main(argv=None) -> int:
     from tf_placeto.policy.starts import fast_start
     from tf_placeto.workload import load_workload
 
-    policy = args.policy or inference.pretrained_policy()
     with open_runtime(cluster=args.cluster) as runtime:
         workload = load_workload(args.graph, runtime, max_groups=args.max_groups)
     problem = workload.problem(args.devices, link=Link.parse(args.link))
+    policy = args.policy or inference.pretrained_policy(problem)
     say(f"{args.graph}: {problem.n_groups} groups on {problem.n_devices} devices")
     inference.greedy_placement(problem, policy)        # loads the policy once, as a server
     seconds = []

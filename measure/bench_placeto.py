@@ -62,7 +62,9 @@ def main(argv=None) -> int:
         "examples:cifar10-24", "examples:ptb-24", "examples:nmt_family-24"])
     parser.add_argument("--max-groups", type=int, default=128,
                         help="groups per graph (the shipped policy trained at 128)")
-    parser.add_argument("--policy", default=None, help="default: the shipped policy")
+    parser.add_argument("--policy", default=None,
+                        help="default: the shipped policy for the devices (one machine's or a "
+                             "cluster's)")
     parser.add_argument("--cluster", default="local:2")
     parser.add_argument("--link", default="25:7600",
                         help="links of the simulated devices (default: Placeto's K80 GPUs, as "
@@ -97,7 +99,6 @@ def main(argv=None) -> int:
     from tf_placeto.policy.starts import fast_start, start_placement
     from tf_placeto.workload import load_workload
 
-    policy = args.policy or inference.pretrained_policy()
     link = None if args.link == "measured" else Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
@@ -118,6 +119,7 @@ def main(argv=None) -> int:
                     say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
                         f"{args.iterations} iterations from the {kind} start, restart "
                         f"{args.restart}, seed {seed}")
+                    policy = args.policy or inference.pretrained_policy(problem)
                     row.update(_placeto_figures(problem, policy, initial, kind, seed, best[0],
                                                 args))
                 rnn_budget = args.rnn_budget or row["placeto_evaluations"]

@@ -42,7 +42,9 @@ def main(argv=None) -> int:
     parser.add_argument("--devices", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--max-groups", type=int, default=128,
                         help="groups per graph (the shipped policy trained at 128)")
-    parser.add_argument("--policy", default=None, help="default: the shipped policy")
+    parser.add_argument("--policy", default=None,
+                        help="default: the shipped policy for the devices (one machine's or a "
+                             "cluster's)")
     parser.add_argument("--cluster", default="local:2", help="where graphs are profiled")
     parser.add_argument("--link", default="25:7600")
     parser.add_argument("--climb", metavar="S", type=float, default=0.0,
@@ -65,7 +67,6 @@ def main(argv=None) -> int:
     low, _, high = args.members.partition("-")
     graphs = [f"examples:{family}-{member}" for family in args.families
               for member in range(int(low), int(high or low) + 1)]
-    policy = args.policy or inference.pretrained_policy()
     link = Link.parse(args.link)
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:
@@ -73,6 +74,7 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
+            policy = args.policy or inference.pretrained_policy(problem)
             steps = algorithm_steps(workload, problem)
             best_us, best_name = best_algorithm(workload, problem, steps)
             fast = fast_start(problem)

@@ -365,6 +365,8 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     (["--counts", "2", "--steps", "0"], "--steps 0 trains nothing"),
     (["--counts", "2", "--imitate-exact", "5"], "--imitate-exact chooses what imitation"),
     (["--counts", "2", "--imitate-climb", "5"], "--imitate-climb chooses what imitation"),
+    (["--counts", "2", "--keep-imitating-where", "one-device"],
+     "--keep-imitating-where chooses when --keep-imitating imitates"),
     (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
     (["--counts", "2", "--warm-start", "no/such/run"], "--warm-start no/such/run: not a training"),
 ])

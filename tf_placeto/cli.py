@@ -29,7 +29,7 @@ from tf_placeto.measure.costmodel import Link
 from tf_placeto.measure.runtime import open_runtime
 from tf_placeto.measure.trace import simulated_trace, write_trace
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
-from tf_placeto.policy.starts import START_KINDS, best_known, initial_placement
+from tf_placeto.policy.starts import IMITATE_WHERE, START_KINDS, best_known, initial_placement
 from tf_placeto.workload import MemoryLimit
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -321,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "ends slower than its lesson (its decision to imitate, or a "
                             "placement an episode met at least 1%% faster), K batches of "
                             "that problem's demonstrations (default 0: none)")
+    train.add_argument("--keep-imitating-where", choices=IMITATE_WHERE, default="behind",
+                       help="which iterations --keep-imitating follows: 'behind' (the "
+                            "default), where the greedy episode ends slower than the lesson; "
+                            "'one-device', every iteration on a problem whose lesson is on "
+                            "one device, and no other (how the shipped cluster policy was "
+                            "trained)")
     train.add_argument("--imitate-climb", metavar="S", type=_seconds, default=0.0,
                        help="climb each problem's best fast decision in the simulator for up "
                             "to S seconds (the hill_climb placer) and teach the climbed "
@@ -692,6 +698,9 @@ def _train(args) -> int:
     bad = [n for n in args.counts if n < 2]
     if bad:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
+    if args.keep_imitating_where != "behind" and not args.keep_imitating:
+        raise InputError("--keep-imitating-where chooses when --keep-imitating imitates: "
+                         "give --keep-imitating K too")
     for flag in ("imitate_climb", "imitate_exact"):
         if getattr(args, flag) and not (args.imitate or args.keep_imitating):
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
@@ -761,7 +770,8 @@ def _trained(args, problems, labels):
     starts = [kind for kind in kinds for _ in problems]
     trainer = Trainer(problems * len(kinds), args.out, TrainingConfig(
         algorithm=args.algorithm, episodes=args.episodes, seed=args.seed,
-        warm_start=args.warm_start, keep_imitating=args.keep_imitating), initial=initial,
+        warm_start=args.warm_start, keep_imitating=args.keep_imitating,
+        keep_imitating_where=args.keep_imitating_where), initial=initial,
         starts=starts, labels=labels * len(kinds))
     imitating = len(trainer.imitation) < args.imitate
     if imitating or (args.keep_imitating

@@ -41,6 +41,24 @@ def test_a_device_holding_a_groups_neighbours_keeps_its_bytes(policy_problems):
     assert rows[:, specs.DEVICE_WORK].sum() == 0.0     # nothing is scheduled yet
 
 
+def test_a_devices_crossing_column_prices_the_groups_edges_that_would_cross(policy_problems):
+    """With every group on device 0, group 0 crosses nothing there; on device 1 each of its
+    edges pays the link's latency, its bytes over the bandwidth and the receiver's extra."""
+    problem = policy_problems[1]
+    episode = Episode(GraphView(problem), np.zeros(problem.n_groups, np.int64))
+    rows = episode.observation()["candidates"]
+    src, dst, nbytes, extra = problem.all_edges()
+    mine = (src == 0) | (dst == 0)
+    assert mine.any()
+    out = src[mine] == 0
+    latency = np.where(out, problem.latency_us[1, 0], problem.latency_us[0, 1])
+    bandwidth = np.where(out, problem.bytes_per_us[1, 0], problem.bytes_per_us[0, 1])
+    crossing_us = (latency + nbytes[mine] / bandwidth + extra[mine]).sum()
+    own = episode.candidates.scales.group_us[0]
+    assert rows[0, specs.CROSSING] == 0.0
+    assert rows[1, specs.CROSSING] == pytest.approx(np.log1p(crossing_us / own), rel=1e-5)
+
+
 def test_a_device_of_another_worker_costs_its_task_once(policy_problems):
     problem = policy_problems[0]
     simulation = dataclasses.replace(problem.simulation, device_task=np.array([0, 1]),

@@ -146,6 +146,29 @@ def test_imitation_goes_on_after_iterations_that_end_behind_the_lesson(policy_pr
         assert judged == greedy_placement(problem, exported).end_value
 
 
+def test_imitation_can_go_on_wherever_the_lesson_is_on_one_device(policy_problems, tmp_path):
+    """`keep_imitating_where="one-device"` (how the cluster's policy was trained): batches
+    after every iteration on a problem whose lesson is on one device, whether the greedy
+    episode ends behind it or not, and after no other."""
+    split = np.arange(policy_problems[0].n_groups) % policy_problems[0].n_devices
+    single = np.zeros(policy_problems[1].n_groups, np.int64)
+    keeping = dataclasses.replace(SMALL, keep_imitating=2, imitation_batch=8,
+                                  keep_imitating_where="one-device")
+    trainer = Trainer(policy_problems, str(tmp_path / "kept"), keeping)
+    trainer.demonstrate([split, single])
+    # before any episode, the lessons are the decisions: judged as an iteration would be
+    judged = [trainer._keep_imitating({"problem": p, "iteration": 1}) for p in (0, 1)]
+    assert [row["lesson_devices"] for row in judged] == [2, 1]
+    assert ["imitation_loss" in row for row in judged] == [False, True]
+    # in training, whatever lessons the episodes' faster placements have become since
+    history = trainer.run(6)
+    assert ["imitation_loss" in row for row in history] == \
+        [row["lesson_devices"] == 1 for row in history]
+    with pytest.raises(ValueError, match="keep_imitating_where"):
+        Trainer(policy_problems, str(tmp_path / "bad"),
+                dataclasses.replace(keeping, keep_imitating_where="ahead"))
+
+
 def test_a_placement_met_faster_than_the_lesson_becomes_the_lesson(policy_problems, tmp_path):
     """Self-imitation: a teacher that the episodes beat does not hold the policy back. Taught
     random placements, the episodes soon meet faster ones, and those are taught instead."""

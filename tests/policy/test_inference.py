@@ -1,14 +1,16 @@
 """Placing with a trained policy: plain TensorFlow under Keras 3, zero-shot and fine-tuned."""
 
+import dataclasses
 import json
 import pickle
 import textwrap
 
+import numpy as np
 import pytest
 
 from tests.helpers import run_python
 from tf_placeto.placers.common import fast_placers
-from tf_placeto.policy import inference
+from tf_placeto.policy import inference, training
 from tf_placeto.policy.starts import fast_start, initial_placement
 from tf_placeto.policy.training import Trainer
 
@@ -71,6 +73,25 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
         assert info["start"] == "random"
 
 
+def test_the_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(policy_problems):
+    """Devices of one machine (or no problem named) get one shipped policy, tasks of a
+    cluster the other. The first reads 13 of the device rows' 14 columns (trained before the
+    last was appended): both place, and fine-tune from their checkpoints, on today's rows."""
+    problem = policy_problems[0]                  # a local machine's devices: one task
+    assert inference.pretrained_policy(problem) == inference.pretrained_policy() \
+        == inference.PRETRAINED
+    tasks = dataclasses.replace(problem, simulation=dataclasses.replace(
+        problem.simulation, device_task=np.arange(problem.n_devices)))
+    assert inference.pretrained_policy(tasks) == inference.PRETRAINED_CLUSTER
+    for posed in (problem, tasks):
+        devices, facts = inference.place(posed, budget=1, start="random")
+        assert facts["policy"] == inference.pretrained_policy(posed)
+        assert devices.shape == (posed.n_groups,) and facts["objective_us"] > 0
+    read = [training.read_log(f"{policy}/training.json")["config"].get("candidate_features")
+            for policy in (inference.PRETRAINED, inference.PRETRAINED_CLUSTER)]
+    assert read == [13, None]
+
+
 def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
     """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
     for n, problem in cnn_on_devices.items():
@@ -86,8 +107,6 @@ def test_fine_tuning_walks_on_from_where_its_episodes_ended(trained, policy_prob
     """By default each fine-tuning episode starts where the one before ended (the walks go
     on improving one placement); "fixed" starts every one from the start placement. The
     policy's own configuration is kept otherwise."""
-    from tf_placeto.policy import training
-
     configs = []
     real_trainer = training.Trainer
 

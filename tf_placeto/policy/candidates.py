@@ -74,6 +74,7 @@ class Candidates:
         task = scales.device_task
         unpaid = (task != 0) & ~np.isin(task, task[self.schedule.device_of[:group]])
         rows[:, specs.TASK_COST] = unpaid * scales.remote_task_us / total
+        rows[:, specs.CROSSING] = np.log1p(scales.crossing_us(group, group_devices) / own)
         return rows
 
     def place(self, group: int, device: int) -> None:
@@ -106,6 +107,25 @@ class CandidateScales:
         self.timing = edge_timing(problem)
         self.device_task = problem.simulation.device_task
         self.remote_task_us = problem.simulation.remote_task_us
+        self.problem = problem
+        self._edges = problem.all_edges()
+        src, dst = self._edges[:2]
+        self._incident = [np.flatnonzero((src == g) | (dst == g)) for g in range(problem.n_groups)]
+
+    def crossing_us(self, group: int, group_devices: np.ndarray) -> np.ndarray:
+        """Per device: what the group's edges would cost to cross with the group there and
+        the others where they sit (latency, bytes over bandwidth, the consumer's extra)."""
+        problem = self.problem
+        src, dst, nbytes, extra = self._edges
+        edges = self._incident[group]
+        out = src[edges] == group
+        other = group_devices[np.where(out, dst[edges], src[edges])][None, :]
+        here = np.arange(problem.n_devices)[:, None]
+        sender, receiver = np.where(out, here, other), np.where(out, other, here)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cost = (problem.latency_us[sender, receiver]
+                    + nbytes[edges] / problem.bytes_per_us[sender, receiver] + extra[edges])
+        return np.where(sender != receiver, cost, 0.0).sum(axis=1)
 
     def neighbours(self, group: int) -> tuple:
         """(groups that exchange data with `group`, the bytes exchanged with each)."""

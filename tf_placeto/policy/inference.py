@@ -6,8 +6,11 @@ and whatever Keras it chose. Fine-tuning trains the policy further on the new gr
 needs tf-agents (and so legacy Keras, set before TensorFlow loads).
 
 A policy directory holds `policy/` (the SavedModel) and `checkpoints/` (to fine-tune from), as
-tf_placeto.policy.training writes them. The package ships one trained on the graph families
-(`pretrained_policy()`).
+tf_placeto.policy.training writes them. The package ships two, both trained on the graph
+families with devices of one machine and with tasks of a cluster (`pretrained_policy()`): one
+for devices of one machine, where splits pay; one for a cluster's tasks, which pay per task
+and per crossing tensor and where gathering is mostly best. In simulation neither network is
+as good as the other in the other's setting (BUILD.md, "The device-equivariant policy").
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
 the policy alone finds; "single", every group on the best device, where the policy must find
@@ -38,6 +41,7 @@ from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
+PRETRAINED_CLUSTER = PRETRAINED + "_cluster"
 # fine-tuning's episodes walk on from where the one before ended: on Inception-V3 at 2 devices
 # from a random start, 100 iterations of policy v3 met a placement 0.875x the best
 # algorithm's, against 0.985x with every episode from the start (BUILD.md, "Per graph
@@ -45,12 +49,16 @@ PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraine
 FINE_TUNING_RESTART = "previous"
 
 
-def pretrained_policy() -> str:
-    """The policy shipped with the package (trained on the graph families; see BUILD.md)."""
-    if not os.path.isdir(os.path.join(PRETRAINED, "policy")):
-        raise InputError(f"no pretrained policy in {PRETRAINED}: train one with "
+def pretrained_policy(problem=None) -> str:
+    """The policy shipped with the package for `problem`'s devices: the cluster's where they
+    are tasks of more than one machine or process, else (and with no problem) the one for
+    devices of one machine (both trained on the graph families; see BUILD.md)."""
+    spans_tasks = problem is not None and len(np.unique(problem.simulation.device_task)) > 1
+    chosen = PRETRAINED_CLUSTER if spans_tasks else PRETRAINED
+    if not os.path.isdir(os.path.join(chosen, "policy")):
+        raise InputError(f"no pretrained policy in {chosen}: train one with "
                          "`tf-placeto train` and pass its directory")
-    return PRETRAINED
+    return chosen
 
 
 def _checked(policy_dir: str) -> str:
@@ -79,10 +87,15 @@ class SavedPolicy:
         signature = meta_graph.signature_def["action"]
         self._inputs = {key: info.name for key, info in signature.inputs.items()}
         self._action = signature.outputs["action"].name
+        # a policy exported before device-row columns were appended reads the first ones
+        self._candidate_features = signature.inputs[
+            "0/observation/candidates"].tensor_shape.dim[-1].size
 
     def action(self, observation: dict, first: bool) -> int:
         feed = {self._inputs["0/step_type"]: [0 if first else 1],
                 self._inputs["0/reward"]: [0.0], self._inputs["0/discount"]: [1.0]}
+        observation = {**observation, "candidates":
+                       observation["candidates"][:, :self._candidate_features]}
         feed.update({self._inputs[f"0/observation/{key}"]: value[None]
                      for key, value in observation.items()})
         return int(self._session.run(self._action, feed)[0])
@@ -122,7 +135,9 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
                         os.path.join(scratch, CHECKPOINTS),
                         ignore=shutil.ignore_patterns(BASELINES))
         logged = read_log(os.path.join(policy_dir, "training.json")).get("config", {})
-        config = TrainingConfig(**{**logged, "seed": seed, "restart": restart})
+        # the network's own settings; not how its training began or what it imitated
+        config = TrainingConfig(**{**logged, "seed": seed, "restart": restart,
+                                   "warm_start": None, "keep_imitating": 0})
         trainer = Trainer([problem], scratch, config, initial=[initial])
         with progress(total=episodes, desc="placeto: fine-tuning", unit="iteration",
                       leave=False) as bar:
@@ -150,7 +165,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
     the best placement that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
-    policy_dir = policy_dir or pretrained_policy()
+    policy_dir = policy_dir or pretrained_policy(problem)
     started_from, initial, tried = initial_placement(problem, start)
     greedy = greedy_placement(problem, policy_dir, initial)
     if budget > 0:

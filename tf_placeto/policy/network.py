@@ -24,6 +24,8 @@ This module loads TF-Agents and TensorFlow when it is imported.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from tf_placeto.policy import require_tf_agents, specs
 
 require_tf_agents()     # import guard: tf-agents needs legacy Keras, before TensorFlow loads
@@ -132,7 +134,10 @@ class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
     """The policy: observation -> Categorical over the observation's devices."""
 
     def __init__(self, observation_spec, action_spec, embedding: int = 32, rounds: int = 8,
-                 name: str = "PlacetoNetwork"):
+                 candidate_features: Optional[int] = None, name: str = "PlacetoNetwork"):
+        """candidate_features: how many of the device rows' columns it reads (the first
+        ones; None: all), so that a policy trained before a column was appended still
+        restores and scores as it did."""
         output_spec = distribution_spec.DistributionSpec(
             tfp.distributions.Categorical,
             {"logits": tensor_spec.TensorSpec([None], tf.float32)},
@@ -140,6 +145,7 @@ class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
         super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                          output_spec=output_spec, name=name)
         d = embedding
+        self._candidate_features = candidate_features
         self._body = _Body(embedding, rounds, name="body")
         self._scorer = [
             _dense(4 * d, name="score_1"), _dense(2 * d, name="score_2"),
@@ -155,7 +161,8 @@ class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
         context, on_device = self._body(observation)
         n_devices = tf.shape(on_device)[1]
         z = tf.concat([tf.repeat(context[:, None, :], n_devices, axis=1), on_device,
-                       observation["candidates"]], axis=-1)              # [M, D, ...]
+                       observation["candidates"][..., :self._candidate_features]],
+                      axis=-1)                                            # [M, D, ...]
         for layer in self._scorer:
             z = layer(z)
         return z[..., 0] + (1.0 - observation["device_mask"]) * _MASKED_LOGIT

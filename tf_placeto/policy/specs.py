@@ -25,6 +25,12 @@ And from the op-level simulator (policy/episode.py), the whole placement with th
 there, every other group where it sits now, in the group's own run times (signed log):
   11 the change of the objective over the placement as it is (negative: faster), 12 how far
   the objective is behind the best device's.
+And 13, what the group's edges would cost to cross with the group there and each other group
+where it sits now (latency, bytes over bandwidth, the receiver's extra cost of a remote input;
+log-scaled over the group's run time): a cluster's tasks pay much more per crossing than one
+machine's devices do, and the device rows alone did not tell the policy so.
+Columns are appended last, so a policy trained on fewer of them reads the first ones
+(TrainingConfig.candidate_features).
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ import numpy as np
 COMPUTE, OUTPUT_BYTES, MEMORY, START, VISITED, CURRENT = range(6)
 NUM_FEATURES = 6
 (CAN_START, WOULD_FINISH, BEHIND_BEST, FREE_AT, RUN_TIME, DEVICE_WORK, MEMORY_USE, BYTES_KEPT,
- SITS_THERE, PARENTS_THERE, TASK_COST, STEP_CHANGE, STEP_BEHIND_BEST) = range(13)
-NUM_CANDIDATE_FEATURES = 13
+ SITS_THERE, PARENTS_THERE, TASK_COST, STEP_CHANGE, STEP_BEHIND_BEST, CROSSING) = range(14)
+NUM_CANDIDATE_FEATURES = 14
 LARGEST_DEVICE_INDEX = 2**15 - 1    # the action spec's bound, not a limit anyone meets
 
 

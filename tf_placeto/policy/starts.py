@@ -45,6 +45,11 @@ def fast_start(problem: PlacementProblem) -> tuple:
     return name, problem.canonical(devices), values
 
 
+# after which iterations training's `keep_imitating` teaches the problem's lesson again:
+# where the greedy episode ends behind it, or wherever the lesson is on one device
+IMITATE_WHERE = ("behind", "one-device")
+
+
 def best_known(problem: PlacementProblem, exact_seconds: float = 0.0,
                climb_seconds: float = 0.0, fast: tuple = None) -> tuple:
     """(name, device per group): the best decision known for `problem`, which imitation

@@ -59,6 +59,7 @@ from tf_placeto.policy.episode import greedy_walk
 from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 from tf_placeto.policy.real import RealSteps, real_rewards
+from tf_placeto.policy.starts import IMITATE_WHERE
 
 CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
 BASELINES = "baselines.json"       # in CHECKPOINTS
@@ -82,7 +83,9 @@ class TrainingConfig:
     seed: int = 0
     warm_start: Optional[str] = None     # a training directory whose weights a new run takes
     keep_imitating: int = 0              # imitation batches after an iteration that lags
+    keep_imitating_where: str = "behind"     # which iterations lag (starts.IMITATE_WHERE)
     imitation_batch: int = 64
+    candidate_features: Optional[int] = None    # device-row columns read (None: all; specs.py)
 
 
 class Trainer:
@@ -99,6 +102,9 @@ class Trainer:
         that the log can be read by setting."""
         if config.algorithm not in ("reinforce", "ppo"):
             raise ValueError(f"algorithm must be 'reinforce' or 'ppo', not {config.algorithm!r}")
+        if config.keep_imitating_where not in IMITATE_WHERE:
+            raise ValueError(f"keep_imitating_where must be one of {IMITATE_WHERE}, not "
+                             f"{config.keep_imitating_where!r}")
         self.config, self.out = config, out
         self.problems = list(problems)
         initial = initial or [None] * len(self.problems)
@@ -185,6 +191,7 @@ class Trainer:
         taught_us = [Objective(problem)(np.asarray(decision))[0]
                      for problem, decision in lessons.values()]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
+        self._lesson_devices = [len(np.unique(decision)) for _, decision in lessons.values()]
         self._demonstration_starts = starts
 
     def _learn_from_best(self, problem: int) -> None:
@@ -199,6 +206,7 @@ class Trainer:
                                          seed=self.config.seed + lesson, shown=False)
         self.demonstrations.observations[lesson] = recorded.observations[0]
         self.demonstrations.targets[lesson] = recorded.targets[0]
+        self._lesson_devices[lesson] = len(np.unique(devices))
         for posed, taught in enumerate(self._lesson):
             if taught == lesson:
                 self.lesson_us[posed] = best_us
@@ -260,6 +268,9 @@ class Trainer:
         or the best placement an episode met where that is faster), `keep_imitating` batches
         of that problem's demonstrations. Judged by the greedy episode, which is what
         the policy places with: its sampled episodes end slower than that wherever it explores.
+        With `keep_imitating_where` "one-device", after every iteration on a problem whose
+        lesson is on one device instead, and no other: gathering is taught where it is best
+        (a cluster's tasks), and reinforcement learning alone decides the splits.
         For the iteration's row: where the greedy episode ended, and the batches' mean loss."""
         problem = row["problem"]
         if not self.config.keep_imitating:
@@ -269,8 +280,14 @@ class Trainer:
         simulated = len(view.moves)
         greedy_us = float(greedy_walk(view, self._greedy).end_value)
         del view.moves[simulated:]      # the judge's walk is not one of training's evaluations
-        judged = {"greedy_us": greedy_us, "lesson_us": float(self.lesson_us[problem])}
-        if greedy_us <= self.lesson_us[problem]:
+        lesson_devices = self._lesson_devices[self._lesson[problem]]
+        judged = {"greedy_us": greedy_us, "lesson_us": float(self.lesson_us[problem]),
+                  "lesson_devices": lesson_devices}
+        if self.config.keep_imitating_where == "one-device":
+            lags = lesson_devices == 1
+        else:
+            lags = greedy_us > self.lesson_us[problem]
+        if not lags:
             return judged
         rng = np.random.default_rng([self.config.seed, row["iteration"]])
         lessons = itertools.chain.from_iterable(    # passes over the problem's, reshuffled
@@ -378,7 +395,7 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
         config.learning_rate, config.decay_iterations, config.final_learning_rate)
     optimizer = tf.keras.optimizers.Adam(schedule)
     actor = PlacetoNetwork(time_step_spec.observation, action_spec, config.embedding,
-                           config.rounds)
+                           config.rounds, config.candidate_features)
     if config.algorithm == "ppo":
         agent = ppo_clip_agent.PPOClipAgent(
             time_step_spec, action_spec, optimizer=optimizer, actor_net=actor,
