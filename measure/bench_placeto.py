@@ -107,6 +107,7 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
+            policy = args.policy or inference.pretrained_policy(problem)
             best = best_algorithm(workload, problem)
             _, fast_devices, _ = fast_start(problem)
             for seed in range(args.seeds):
@@ -119,7 +120,6 @@ def main(argv=None) -> int:
                     say(f"{graph} on {n} devices: training Placeto ({args.init}) for "
                         f"{args.iterations} iterations from the {kind} start, restart "
                         f"{args.restart}, seed {seed}")
-                    policy = args.policy or inference.pretrained_policy(problem)
                     row.update(_placeto_figures(problem, policy, initial, kind, seed, best[0],
                                                 args))
                 rnn_budget = args.rnn_budget or row["placeto_evaluations"]

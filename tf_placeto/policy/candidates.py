@@ -114,18 +114,14 @@ class CandidateScales:
 
     def crossing_us(self, group: int, group_devices: np.ndarray) -> np.ndarray:
         """Per device: what the group's edges would cost to cross with the group there and
-        the others where they sit (latency, bytes over bandwidth, the consumer's extra)."""
-        problem = self.problem
+        the others where they sit (PlacementProblem.crossing_us, summed over the edges)."""
         src, dst, nbytes, extra = self._edges
         edges = self._incident[group]
         out = src[edges] == group
         other = group_devices[np.where(out, dst[edges], src[edges])][None, :]
-        here = np.arange(problem.n_devices)[:, None]
+        here = np.arange(self.problem.n_devices)[:, None]
         sender, receiver = np.where(out, here, other), np.where(out, other, here)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cost = (problem.latency_us[sender, receiver]
-                    + nbytes[edges] / problem.bytes_per_us[sender, receiver] + extra[edges])
-        return np.where(sender != receiver, cost, 0.0).sum(axis=1)
+        return self.problem.crossing_us(nbytes[edges], extra[edges], sender, receiver).sum(axis=1)
 
     def neighbours(self, group: int) -> tuple:
         """(groups that exchange data with `group`, the bytes exchanged with each)."""
