@@ -156,10 +156,11 @@ def test_imitation_can_go_on_wherever_the_lesson_is_on_one_device(policy_problem
                                   keep_imitating_where="one-device")
     trainer = Trainer(policy_problems, str(tmp_path / "kept"), keeping)
     trainer.demonstrate([split, single])
-    # before any episode, the lessons are the decisions: judged as an iteration would be
-    judged = [trainer._keep_imitating({"problem": p, "iteration": 1}) for p in (0, 1)]
+    # before any episode, the lessons are the decisions
+    follows, judged = zip(*(trainer.imitation_follows(p) for p in (0, 1)))
+    assert follows == (False, True)
     assert [row["lesson_devices"] for row in judged] == [2, 1]
-    assert ["imitation_loss" in row for row in judged] == [False, True]
+    assert not any("greedy_us" in row for row in judged)      # no greedy episode is walked
     # in training, whatever lessons the episodes' faster placements have become since
     history = trainer.run(6)
     assert ["imitation_loss" in row for row in history] == \

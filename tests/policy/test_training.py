@@ -86,6 +86,23 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems,
     assert os.listdir(os.path.join(out, "summaries"))
 
 
+def test_one_seed_trains_one_policy(policy_problems, tmp_path, tiny):
+    """Two runs with one seed start from the same weights and train to the same ones, whatever
+    drew random numbers before them (Keras seeds an initializer without a seed from NumPy's
+    global generator)."""
+    def trained(out):
+        np.random.seed(np.random.default_rng().integers(2 ** 31))     # what ran before
+        trainer = Trainer(policy_problems, str(tmp_path / out), tiny)
+        first = [w.numpy() for w in trainer.actor.trainable_variables]
+        history = trainer.run(2)
+        return first, [w.numpy() for w in trainer.actor.trainable_variables], history
+
+    (first_a, last_a, history_a), (first_b, last_b, history_b) = trained("a"), trained("b")
+    for a, b in zip(first_a + last_a, first_b + last_b):
+        np.testing.assert_array_equal(a, b)
+    assert [row["mean_return"] for row in history_a] == [row["mean_return"] for row in history_b]
+
+
 def test_a_warm_start_takes_an_older_networks_weights_and_scores_as_it_did(
         policy_problems, tmp_path, tiny, monkeypatch):
     """A network trained before the device rows gained their last column starts a new run:

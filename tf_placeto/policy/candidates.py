@@ -17,6 +17,7 @@ stream's steady state, as the list schedulers' is. Features are listed in specs.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from tf_placeto.placers.common import edge_timing, link_bytes, mean_compute_us
 from tf_placeto.placers.list_scheduling import Schedule
@@ -110,7 +111,12 @@ class CandidateScales:
         self.problem = problem
         self._edges = problem.all_edges()
         src, dst = self._edges[:2]
-        self._incident = [np.flatnonzero((src == g) | (dst == g)) for g in range(problem.n_groups)]
+        ids = np.arange(len(src))
+        incidence = sparse.csr_matrix(      # group x edge: 1 where the group is an end
+            (np.ones(2 * len(ids)), (np.concatenate([src, dst]), np.tile(ids, 2))),
+            shape=(problem.n_groups, len(ids)))
+        incidence.sum_duplicates()          # canonical: each row's edges once, in order
+        self._incident = np.split(incidence.indices, incidence.indptr[1:-1])
 
     def crossing_us(self, group: int, group_devices: np.ndarray) -> np.ndarray:
         """Per device: what the group's edges would cost to cross with the group there and

@@ -38,14 +38,25 @@ import tensorflow as tf
 @dataclasses.dataclass
 class Demonstrations:
     """Per problem, its observations (a dict of stacked arrays: one problem's observations
-    share their shapes) and, for each, which devices are right ([moves, devices] of 0/1: the
-    demonstrated one, or every unused one where the move opens a device)."""
+    share their shapes), for each which devices are right ([moves, devices] of 0/1: the
+    demonstrated one, or every unused one where the move opens a device), and the decision
+    demonstrated (canonical device names)."""
 
     observations: list
     targets: list
+    decisions: list
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.targets)
+
+    def devices_used(self, problem: int) -> int:
+        """How many devices the demonstrated decision of `problem` uses."""
+        return len(np.unique(self.decisions[problem]))
+
+    def replace(self, problem: int, lesson: "Demonstrations") -> None:
+        """`problem`'s demonstrations become those of `lesson`, which holds one problem's."""
+        (self.observations[problem],), (self.targets[problem],), (self.decisions[problem],) = (
+            lesson.observations, lesson.targets, lesson.decisions)
 
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
@@ -56,7 +67,7 @@ class Demonstrations:
         placements that `--start fast` and `--start single` begin from: a network shown only
         random starts learns to leave a device that holds everything. shown: with a progress
         bar (on a terminal)."""
-        stacked, demonstrated = [], []
+        stacked, demonstrated, canonicals = [], [], []
         lessons = list(zip(problems, decisions))
         if shown:
             lessons = progress(lessons, desc="demonstrations", unit="problem", leave=False)
@@ -77,7 +88,8 @@ class Demonstrations:
             stacked.append({key: np.stack([o[key] for o in observations])
                             for key in observations[0]})
             demonstrated.append(np.tile(right, (starts + 2, 1)))
-        return cls(stacked, demonstrated)
+            canonicals.append(canonical)
+        return cls(stacked, demonstrated, canonicals)
 
     def batches(self, size: int, rng: np.random.Generator = None,
                 problems: Sequence[int] = None):

@@ -110,7 +110,9 @@ class Trainer:
         initial = initial or [None] * len(self.problems)
         self.starts = list(starts or ["random" if i is None else "given" for i in initial])
         self.labels = list(labels or [{}] * len(self.problems))
-        tf.random.set_seed(config.seed)
+        # TensorFlow's and also NumPy's and Python's: Keras draws an unseeded initializer's
+        # seed from NumPy, so without this one seed gave different first weights per process
+        tf.keras.utils.set_random_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
                                                   restart=config.restart, initial=initial)
                              for _ in range(config.episodes)]     # one seed: in step
@@ -191,7 +193,6 @@ class Trainer:
         taught_us = [Objective(problem)(np.asarray(decision))[0]
                      for problem, decision in lessons.values()]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
-        self._lesson_devices = [len(np.unique(decision)) for _, decision in lessons.values()]
         self._demonstration_starts = starts
 
     def _learn_from_best(self, problem: int) -> None:
@@ -204,9 +205,7 @@ class Trainer:
         recorded = Demonstrations.record([self.problems[problem]], [devices],
                                          self._demonstration_starts,
                                          seed=self.config.seed + lesson, shown=False)
-        self.demonstrations.observations[lesson] = recorded.observations[0]
-        self.demonstrations.targets[lesson] = recorded.targets[0]
-        self._lesson_devices[lesson] = len(np.unique(devices))
+        self.demonstrations.replace(lesson, recorded)
         for posed, taught in enumerate(self._lesson):
             if taught == lesson:
                 self.lesson_us[posed] = best_us
@@ -262,32 +261,37 @@ class Trainer:
                 self.save()
         return self.history
 
-    def _keep_imitating(self, row: dict) -> dict:
-        """After an iteration, the regulariser: where the policy's greedy episode on the
-        iteration's problem ends slower than the problem's lesson (the demonstrated decision,
-        or the best placement an episode met where that is faster), `keep_imitating` batches
-        of that problem's demonstrations. Judged by the greedy episode, which is what
-        the policy places with: its sampled episodes end slower than that wherever it explores.
-        With `keep_imitating_where` "one-device", after every iteration on a problem whose
-        lesson is on one device instead, and no other: gathering is taught where it is best
-        (a cluster's tasks), and reinforcement learning alone decides the splits.
-        For the iteration's row: where the greedy episode ended, and the batches' mean loss."""
-        problem = row["problem"]
-        if not self.config.keep_imitating:
-            return {}
-        self._learn_from_best(problem)
+    def imitation_follows(self, problem: int) -> tuple:
+        """(whether imitation batches follow an iteration on `problem` now, what judged it, for
+        the iteration's row). With `keep_imitating_where` "behind": where the policy's greedy
+        episode ends slower than the problem's lesson (the demonstrated decision, or the best
+        placement an episode met where that is faster); judged by the greedy episode, which
+        is what the policy places with (its sampled episodes end slower wherever it
+        explores). With "one-device": wherever the problem's lesson is on one device, and
+        nowhere else, so gathering is taught where it is best (a cluster's tasks) and
+        reinforcement learning alone decides the splits; no greedy episode is walked."""
+        lesson = self._lesson[problem]
+        judged = {"lesson_us": float(self.lesson_us[problem]),
+                  "lesson_devices": self.demonstrations.devices_used(lesson)}
+        if self.config.keep_imitating_where == "one-device":
+            return judged["lesson_devices"] == 1, judged
         view = self.environments[0].views[problem]      # the episodes' start
         simulated = len(view.moves)
-        greedy_us = float(greedy_walk(view, self._greedy).end_value)
+        judged["greedy_us"] = float(greedy_walk(view, self._greedy).end_value)
         del view.moves[simulated:]      # the judge's walk is not one of training's evaluations
-        lesson_devices = self._lesson_devices[self._lesson[problem]]
-        judged = {"greedy_us": greedy_us, "lesson_us": float(self.lesson_us[problem]),
-                  "lesson_devices": lesson_devices}
-        if self.config.keep_imitating_where == "one-device":
-            lags = lesson_devices == 1
-        else:
-            lags = greedy_us > self.lesson_us[problem]
-        if not lags:
+        return judged["greedy_us"] > self.lesson_us[problem], judged
+
+    def _keep_imitating(self, row: dict) -> dict:
+        """After an iteration, the regulariser (`keep_imitating`): the episodes' best
+        placement becomes the lesson where it is faster, then, where imitation_follows,
+        `keep_imitating` batches of the problem's demonstrations. For the iteration's row:
+        what judged it, and the batches' mean loss."""
+        if not self.config.keep_imitating:
+            return {}
+        problem = row["problem"]
+        self._learn_from_best(problem)
+        follows, judged = self.imitation_follows(problem)
+        if not follows:
             return judged
         rng = np.random.default_rng([self.config.seed, row["iteration"]])
         lessons = itertools.chain.from_iterable(    # passes over the problem's, reshuffled
