@@ -356,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     _link_argument(train, several=True)
     _runtime_arguments(train, default="local:2")
     train.add_argument("--cache", metavar="DIR", help="where profiles are kept")
-    train.add_argument("--seed", type=_count(0), default=0)
+    train.add_argument("--seed", type=_count(0), default=0,
+                       help="the run's seed: first weights, starts, samples and imitation "
+                            "batches (default 0)")
     train.set_defaults(handler=_train)
 
     examples = commands.add_parser("examples", help="list the bundled examples:NAME graphs")
