@@ -4,6 +4,7 @@ Keras."""
 import dataclasses
 import json
 import os
+import random
 import textwrap
 
 import numpy as np
@@ -88,11 +89,16 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems,
 
 def test_one_seed_trains_one_policy(policy_problems, tmp_path, tiny):
     """Two runs with one seed start from the same weights and train to the same ones, whatever
-    drew random numbers before them (Keras seeds an initializer without a seed from NumPy's
-    global generator)."""
+    drew random numbers before them (Keras seeds an initializer without a seed from Python's
+    global generator), and leave the caller's Python and NumPy generators where they were."""
     def trained(out):
         np.random.seed(np.random.default_rng().integers(2 ** 31))     # what ran before
+        random.seed(int(np.random.default_rng().integers(2 ** 31)))
+        callers = np.random.get_state(), random.getstate()
         trainer = Trainer(policy_problems, str(tmp_path / out), tiny)
+        after = np.random.get_state(), random.getstate()    # the caller's, given back
+        assert after[1] == callers[1] and np.array_equal(after[0][1], callers[0][1])
+        assert after[0][2:] == callers[0][2:]
         first = [w.numpy() for w in trainer.actor.trainable_variables]
         history = trainer.run(2)
         return first, [w.numpy() for w in trainer.actor.trainable_variables], history

@@ -29,10 +29,12 @@ This module loads TF-Agents and TensorFlow when it is imported.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import os
+import random
 import time
 import warnings
 from typing import Callable, Optional, Sequence
@@ -110,9 +112,6 @@ class Trainer:
         initial = initial or [None] * len(self.problems)
         self.starts = list(starts or ["random" if i is None else "given" for i in initial])
         self.labels = list(labels or [{}] * len(self.problems))
-        # TensorFlow's and also NumPy's and Python's: Keras draws an unseeded initializer's
-        # seed from NumPy, so without this one seed gave different first weights per process
-        tf.keras.utils.set_random_seed(config.seed)
         self.environments = [PlacementEnvironment(self.problems, seed=config.seed,
                                                   restart=config.restart, initial=initial)
                              for _ in range(config.episodes)]     # one seed: in step
@@ -120,8 +119,9 @@ class Trainer:
                                                               multithreading=False)
         self.env = tf_py_environment.TFPyEnvironment(batched)
         self.step = tf.Variable(0, dtype=tf.int64, name="train_step")
-        self.agent, self.actor = make_agent(self.env.time_step_spec(), self.env.action_spec(),
-                                            config, self.step)
+        with _seeded(config.seed):
+            self.agent, self.actor = make_agent(self.env.time_step_spec(),
+                                                self.env.action_spec(), config, self.step)
         self.baselines = Baselines(config.baseline_window)
         self.imitation_optimizer = tf.keras.optimizers.Adam(IMITATION_LEARNING_RATE)
         self.checkpointer = common.Checkpointer(
@@ -391,6 +391,22 @@ def _tracked(root, path: Sequence[str]):
         else:
             root = getattr(root, part)
     return root
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """TensorFlow's global seed, for the run, and Python's and NumPy's while the networks
+    are made (`tf.keras.utils.set_random_seed`): Keras seeds an initializer that has no seed
+    of its own from Python's global generator, so without it one seed gave other first
+    weights in every process. The caller's Python and NumPy generators are given back as
+    they were."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    tf.keras.utils.set_random_seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
 
 
 def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:
