@@ -17,7 +17,7 @@ stream's steady state, as the list schedulers' is. Features are listed in specs.
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
+import scipy.sparse
 
 from tf_placeto.placers.common import edge_timing, link_bytes, mean_compute_us
 from tf_placeto.placers.list_scheduling import Schedule
@@ -112,7 +112,7 @@ class CandidateScales:
         self._edges = problem.all_edges()
         src, dst = self._edges[:2]
         ids = np.arange(len(src))
-        incidence = sparse.csr_matrix(      # group x edge: 1 where the group is an end
+        incidence = scipy.sparse.csr_matrix(      # group x edge: 1 where the group is an end
             (np.ones(2 * len(ids)), (np.concatenate([src, dst]), np.tile(ids, 2))),
             shape=(problem.n_groups, len(ids)))
         incidence.sum_duplicates()          # canonical: each row's edges once, in order

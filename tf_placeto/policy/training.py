@@ -8,7 +8,8 @@ by reshaping rewards, r'_t = r_t - b_t + b_(t+1), so that the undiscounted retur
 computes from t is exactly G_t - b_t. Adam with the learning rate decayed from 1e-3 to 1e-4,
 gradients clipped to a global norm of 1.25, an entropy bonus. With `keep_imitating`, imitation
 (imitation.py) goes on as a regulariser: after an iteration on a problem where the policy's
-greedy episode ends slower than the problem's lesson, a few batches of that problem's
+greedy episode ends slower than the problem's lesson (or, with `keep_imitating_where`
+"one-device", on a problem whose lesson is on one device), a few batches of that problem's
 demonstrations. The lesson is the demonstrated decision until an episode meets a placement
 faster by LESSON_MARGIN; that placement is the lesson from then on (self-imitation), so a
 teacher that reinforcement learning beats does not hold the policy back. Trained on several
