@@ -76,7 +76,7 @@ def timed_twice(name: str, runtime, args, stream: int = 0, workload=None) -> tup
     from tf_placeto.measure.interleaved import measure_interleaved
     from tf_placeto.workload import load_workload
 
-    workload = workload or load_workload(real_models.build(name), runtime, cache=args.cache)
+    workload = workload or load_workload(real_models.source(name), runtime, cache=args.cache)
     chosen = evaluation_placements(workload, runtime, args.placements, args.seed)
     labels = [label for label, _ in chosen]
     placements = [placement for _, placement in chosen]

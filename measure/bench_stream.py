@@ -4,14 +4,14 @@
                                    [--cluster local:2] [--placements 12] [--seed 1]
                                    [--budget 60] [--cache DIR] [--fit-streams N]
 
-For each real model of measure.real_models: profile it on the runtime (calibrated, as
-bench_calibration does), take `--placements` placements the calibration was not fitted on
-(bench_calibration.evaluation_placements: every placer's decision and random ones), predict
-each one's seconds per step with `--stream` steps in flight (the calibrated simulator's stream
-mode), and time the same for real in two passes of streams in turns (`tf-placeto measure
---stream`). Printed per model: reality against itself (Spearman between the passes), and the
-stream simulator against reality (the mean of the passes): Spearman and median relative
-error. Target (issue 17): Spearman >= 0.8.
+For each real model of measure.real_models or bundled example (nmt): profile it on the
+runtime (calibrated, as bench_calibration does), take `--placements` placements the
+calibration was not fitted on (bench_calibration.evaluation_placements: every placer's
+decision and random ones), predict each one's seconds per step with `--stream` steps in
+flight (the calibrated simulator's stream mode), and time the same for real in two passes
+of streams in turns (`tf-placeto measure --stream`). Printed per model: reality against
+itself (Spearman between the passes), and the stream simulator against reality (the mean of
+the passes): Spearman and median relative error. Target (issue 17): Spearman >= 0.8.
 
 With `--fit-streams N`, N other placements (seed + 1) are first timed as streams once, in
 turns, and logged beside the profile, as `tf-placeto measure --stream` logs them; the
@@ -41,7 +41,7 @@ def bench(name: str, runtime, args) -> tuple:
     from tf_placeto.workload import load_workload
 
     devices = tp.DeviceSet.from_strings(runtime.device_names)
-    workload = load_workload(real_models.build(name), runtime, cache=args.cache)
+    workload = load_workload(real_models.source(name), runtime, cache=args.cache)
     if args.fit_streams:
         fit_streams_first(name, workload, runtime, devices, args)
     workload, labels, placements, real, ok = timed_twice(name, runtime, args, args.stream,
@@ -99,7 +99,7 @@ def fit_streams_first(name: str, workload, runtime, devices, args) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["branches", "transformer"],
-                        choices=sorted(real_models.MODELS))
+                        choices=real_models.known_sources())
     parser.add_argument("--stream", type=int, default=2, help="steps in flight")
     parser.add_argument("--fit-streams", type=int, default=0, metavar="N",
                         help="first time and log N other placements' streams for the fit")

@@ -227,6 +227,19 @@ def build(name: str) -> str:
                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def known_sources() -> list:
+    """Every name `source` takes: the real models, then the bundled examples not among them."""
+    from tf_placeto.examples import registry
+
+    return [*MODELS, *(name for name in registry.names() if name not in MODELS)]
+
+
+def source(name: str) -> str:
+    """The source of a real model (built, as `build` does) or of a bundled example: how the
+    benchmarks that also take the bundled graphs (NMT) name what they load."""
+    return build(name) if name in MODELS else f"examples:{name}"
+
+
 def save(name: str, out: str, **builder_options) -> None:
     """Build the model (its builder's options: smaller sizes for tests) and save it with its
     `serving_default` signature (in the child)."""

@@ -26,6 +26,18 @@ def test_a_real_model_builds_once_and_inspects(name, tmp_path, monkeypatch):
     assert "'serving_default'" in inspected["source"] and inspected["num_ops"] > 0
 
 
+def test_a_bundled_example_is_a_source_beside_the_real_models(tmp_path, monkeypatch):
+    """The benchmarks that also time the bundled graphs (bench_stream, bench_throughput) load
+    NMT by its `examples:` source; the real models keep their own, built once."""
+    monkeypatch.setenv("TF_PLACETO_CACHE", str(tmp_path))
+    known = real_models.known_sources()
+    assert known[:len(real_models.MODELS)] == list(real_models.MODELS)
+    assert "nmt" in known and len(set(known)) == len(known)
+    assert real_models.source("nmt") == "examples:nmt"
+    assert real_models.source("inception_v3") == "examples:inception_v3"    # a bundled one
+    assert real_models.source("lookup") == real_models.build("lookup")
+
+
 def test_bench_real_wins_places_with_the_method_asked(tmp_path, monkeypatch):
     """`--place-args` reaches `place`: with the learned policy, the row gives its own answer
     beside the best point on its walk (both simulated), as `place --method placeto` does."""
