@@ -4,16 +4,17 @@
                                         [--cluster local:2] [--placements 16] [--seed 1]
                                         [--budget 90] [--cache DIR] [--csv FILE]
 
-For each real model of measure.real_models (built and cached first): profile it on the
-runtime, which times the profile's own calibration placements for real and fits the simulator
-to them (tf_placeto.measure.fitting); then a separate set of `--placements` placements that
-the fit never saw (every algorithmic placer's decision and random placements over fine and
-coarse groups, drawn with `--seed`; any placement in the fit's log left out) is timed for
-real, in turns, in two independent passes. Printed per model: reality against itself
-(Spearman between the passes), and the calibrated and the uncalibrated simulator against
-reality (the mean of the passes): Spearman and median relative error, and the placement each
-simulator predicts fastest with its real step against the really fastest one. Targets:
-Spearman >= 0.8 wherever reality ranks itself at >= 0.9, median relative error <= 15%.
+For each real model of measure.real_models (built and cached first) or bundled example (nmt):
+profile it on the runtime, which times the profile's own calibration placements for real and
+fits the simulator to them (tf_placeto.measure.fitting); then a separate set of
+`--placements` placements that the fit never saw (every algorithmic placer's decision and
+random placements over fine and coarse groups, drawn with `--seed`; any placement in the
+fit's log left out) is timed for real, in turns, in two independent passes. Printed per
+model: reality against itself (Spearman between the passes), and the calibrated and the
+uncalibrated simulator against reality (the mean of the passes): Spearman and median relative
+error, and the placement each simulator predicts fastest with its real step against the
+really fastest one. Targets: Spearman >= 0.8 wherever reality ranks itself at >= 0.9, median
+relative error <= 15%.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def bench(name: str, runtime, args) -> tuple:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS),
-                        choices=sorted(real_models.MODELS))
+                        choices=real_models.known_sources())
     add_timing_options(parser, placements=16, budget_s=90.0)
     parser.add_argument("--csv", default=None, help="also write every placement's row here")
     args = parser.parse_args(argv)
