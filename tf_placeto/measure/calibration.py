@@ -50,8 +50,9 @@ CALIBRATION_FILE = "calibration.json"
 # a calibration of another version is refitted from the logged runs (version 2: message_us;
 # 3 and 4: a loop's messages counted once per iteration, its condition once per task; 5:
 # message_us paid by the simulator's transfers between tasks too; 6: a device runs its ready
-# copies before its ready ops, simulator.engine.COPIES_FIRST_US)
-CALIBRATION_VERSION = 6
+# copies before its ready ops, simulator.engine.COPIES_FIRST_US; 7: the floating work fitted
+# on 16x more streams, fitting.STREAM_OPS_PER_FIT)
+CALIBRATION_VERSION = 7
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,8 +56,8 @@ FOLDS = 4
 MIN_OBSERVATIONS = 4         # fewer: no fit (the simulator stays uncalibrated)
 MIN_HELD_OUT = 8             # fewer: no held-out figures
 RECENT_OBSERVATIONS = 64     # a refit uses the latest runs only: the fit's time stays bounded
-STREAM_OPS_PER_FIT = 200_000  # and the latest streams up to this many unrolled ops in all (70
-#                              streams of 4 of a 175-op training step; none past 12,500 ops)
+STREAM_OPS_PER_FIT = 3_200_000  # and the latest streams up to this many unrolled ops in all
+#                                (31 streams of 4 of the 6,391-op NMT, each simulated once a fit)
 FIT_ITERATIONS = 40          # least-squares steps (each simulates every run ~8 times: the
 #                              numerical Jacobian is not counted by scipy's max_nfev)
 # Fitted parameters: (name, unit the optimizer steps in, lower, upper bound in that unit).
