@@ -20,12 +20,13 @@ counting the cost of a worker task the step does not use yet (argmin of WOULD_FI
 TASK_COST, specs.py), and the simulator's, each group where the simulated step is shortest
 (argmin of STEP_CHANGE), from each start; and for each algorithm alone (the best algorithm
 is the best of them on each problem). Last, each figure's geometric mean by graph family.
-A zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's per-graph training takes most of an hour. With
-`--climb S`, also the decision that `--imitate-climb S` teaches: the best fast decision
-climbed in the simulator for up to S seconds (the hill_climb placer, which searches, so it
-is not among the best algorithms). With `--climb-starts R` too, the best of many climbs: from
-every fast placer's decision and from R random placements, each for up to S seconds, which is
-what a search from many starts finds where one greedy episode has one pass.
+A zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
+per-graph training takes most of an hour. With `--climb S`, also the decision that
+`--imitate-climb S` teaches: the best fast decision climbed in the simulator for up to S
+seconds (the hill_climb placer, which searches, so it is not among the best algorithms).
+With `--climb-starts R` too, the best of many climbs: from every fast placer's decision and
+from R random placements, each for up to S seconds, which is what a search from many starts
+finds where one greedy episode has one pass.
 """
 
 from __future__ import annotations
