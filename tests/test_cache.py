@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from tf_placeto.cache import cache_dir, write_atomically
+from tf_placeto.cache import cache_dir
+from tf_placeto.files import write_atomically
 
 
 def test_the_cache_follows_xdg_cache_home_unless_tf_placeto_cache_is_set(tmp_path, monkeypatch):

@@ -18,8 +18,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tf_placeto"
 # model, simulator, real runs) -> placers -> learned policies -> the method registry ->
 # workloads -> the pipeline and Python API -> reports -> the command line.
 LAYERS = [
-    ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.cache", "tf_placeto.log",
-     "tf_placeto._version"],
+    ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.files", "tf_placeto.cache",
+     "tf_placeto.log", "tf_placeto._version"],
     ["tf_placeto.examples"],
     ["tf_placeto.graph"],
     ["tf_placeto.devices"],

@@ -25,7 +25,7 @@ from tf_placeto.measure.interleaved import measure_interleaved
 from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiler import Profile
 from tf_placeto.measure.profiler import cached_profile, measure_profile, profile as profile_graph
-from tf_placeto.measure.runtime import open_runtime, planned_device_names
+from tf_placeto.measure.runtime import open_runtime, planned_runtime
 from tf_placeto.measure.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement

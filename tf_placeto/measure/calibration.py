@@ -43,7 +43,7 @@ from typing import Optional
 
 import numpy as np
 
-from tf_placeto.cache import write_atomically
+from tf_placeto.files import write_atomically
 from tf_placeto.measure.simulator import SimulationProblem
 
 CALIBRATION_FILE = "calibration.json"

@@ -36,6 +36,7 @@ from typing import Optional
 from tf_placeto.devices import memory_amount
 from tf_placeto.errors import InputError, RuntimeFailure
 from tf_placeto.measure import worker
+from tf_placeto.measure.machine import CoreClaim, machine_fingerprint
 
 PING_TIMEOUT_S = 10.0
 ALIVE_TIMEOUT_S = 2.0
@@ -89,6 +90,12 @@ class Cluster:
     def device_names(self) -> list:
         return [f"/job:{self.job_name}/replica:0/task:{task}/device:CPU:0"
                 for task in range(len(self.addresses))]
+
+    def fingerprint(self) -> dict:
+        """What makes this cluster's step times its own (runtime.py): servers someone else
+        runs are known by their job and addresses, and by this client's TensorFlow."""
+        return {"runtime": "cluster", "job": self.job_name, "addresses": list(self.addresses),
+                "tensorflow": machine_fingerprint()["tensorflow"]}
 
     @property
     def cluster_def(self):
@@ -257,8 +264,11 @@ class Cluster:
 class LocalCluster(Cluster):
     """N TensorFlow worker processes on 127.0.0.1: a real multi-device machine on one box.
 
-    Linux only. Worker i runs on core i modulo the cores this process may use. Each worker's
-    stderr (TensorFlow's native log) goes to `log_paths[i]`, kept until close().
+    Linux only. Worker i runs on a core of its own, claimed against other processes
+    (machine.CoreClaim: a run waits, and says so, while another holds the cores); with more
+    workers than the cores this process may use, they share them round robin. Each worker's
+    stderr (TensorFlow's native log) goes to `log_paths[i]`, kept until close(), and each
+    starts in that private folder, so no stray module in the caller's folder is imported.
 
     `memory_limit_bytes` caps each worker's data memory (its RLIMIT_DATA, TensorFlow's own
     runtime included): a tensor that would pass it fails with ResourceExhausted on that
@@ -285,12 +295,14 @@ class LocalCluster(Cluster):
         self._log_dir = tempfile.mkdtemp(prefix="tf-placeto-cluster-")
         self.log_paths = [os.path.join(self._log_dir, f"worker-{task}.log")
                           for task in range(num_workers)]
+        self._cores = CoreClaim(num_workers)
         _open_clusters.add(self)
         _install_cleanup()
         try:
             self._start_on_free_ports()
         except BaseException:
             self._stop_workers()   # the logs stay: the error names them
+            self._cores.release()
             _open_clusters.discard(self)
             raise
 
@@ -329,9 +341,21 @@ class LocalCluster(Cluster):
             raise
         return dead
 
+    def fingerprint(self) -> dict:
+        """This machine, and the workers' number and options (runtime.py)."""
+        return local_fingerprint(len(self._processes), self.memory_limit_bytes,
+                                 self.op_threads)
+
+    @property
+    def cores(self) -> list:
+        """The core each worker runs on."""
+        return list(self._cores.cores)
+
     def close(self) -> None:
-        """Stop every worker and wait for it, freeing its port; remove the logs."""
+        """Stop every worker and wait for it, freeing its port and its core; remove the
+        logs."""
         self._stop_workers()
+        self._cores.release()
         shutil.rmtree(self._log_dir, ignore_errors=True)
         _open_clusters.discard(self)
 
@@ -370,22 +394,22 @@ class LocalCluster(Cluster):
                          (self.memory_limit_bytes, self.memory_limit_bytes))
 
     def _spawn(self, task: int) -> subprocess.Popen:
-        cores = sorted(os.sched_getaffinity(0))
         command = [sys.executable, "-m", "tf_placeto.measure.worker",
                    "--cluster", json.dumps({"worker": self.addresses}), "--task", str(task),
-                   "--core", str(cores[task % len(cores)]), "--parent-pid", str(os.getpid()),
+                   "--core", str(self._cores.cores[task]), "--parent-pid", str(os.getpid()),
                    "--op-threads", str(self.op_threads)]
-        # the folder that holds the tf_placeto package: a worker imports the same code
+        # the folder that holds the tf_placeto package: a worker imports the same code, and
+        # nothing from its working folder (PYTHONSAFEPATH, and that folder is the logs')
         source_root = os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(worker.__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(
             filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
         with open(self.log_paths[task], "ab") as log:
             # start_new_session: a Ctrl-C in the terminal reaches this process, which stops
             # the workers itself, instead of killing them under a measurement it may finish.
             return _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=log, env=env,
-                                   start_new_session=True).result()
+                                   cwd=self._log_dir, start_new_session=True).result()
 
     def _wait_until_ready(self, tasks) -> None:
         """Read each worker's stdout (raw: a buffered reader could hide a line from select)."""
@@ -497,6 +521,19 @@ def parse_cluster(spec: str) -> Cluster:
         workers, memory, threads = _local_spec(spec)
         return LocalCluster(workers, memory_limit_bytes=memory, op_threads=threads)
     return ExistingCluster.from_spec(spec)
+
+
+def local_fingerprint(workers: int, memory_limit_bytes: Optional[int], op_threads: int) -> dict:
+    """The fingerprint of a LocalCluster with these options (runtime.py)."""
+    return {"runtime": "local cluster", "workers": workers, "memory_bytes": memory_limit_bytes,
+            "threads": op_threads, **machine_fingerprint()}
+
+
+def cluster_fingerprint(spec: str) -> dict:
+    """The fingerprint parse_cluster(spec) would give, without starting or asking anyone."""
+    if spec.startswith("local:"):
+        return local_fingerprint(*_local_spec(spec))
+    return ExistingCluster.from_spec(spec).fingerprint()
 
 
 def cluster_device_names(spec: str) -> list:

@@ -23,9 +23,10 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.cache import cache_dir, write_atomically
+from tf_placeto.cache import cache_dir
 from tf_placeto.devices import parse_device
 from tf_placeto.errors import InputError, first_line
+from tf_placeto.files import write_atomically
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import signature_inputs
 from tf_placeto.measure.calibration import CALIBRATION_FILE, Calibration

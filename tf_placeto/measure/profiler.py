@@ -26,9 +26,10 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.cache import cache_dir, write_atomically
+from tf_placeto.cache import cache_dir
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError, MeasurementError, first_line
+from tf_placeto.files import write_atomically
 from tf_placeto.graph.colocation import colocation_sets
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.op_graph import OpGraph

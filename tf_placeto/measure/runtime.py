@@ -4,6 +4,12 @@ Runs go through a TF1 Session (tf.compat.v1): it takes a remote target (a cluste
 address), honours per-node devices, reports per-node step stats, and accepts a per-run timeout.
 In-process logical CPUs come from the session's own device_count, so measuring never depends
 on how the calling program configured TensorFlow.
+
+Every runtime has a fingerprint: what makes its step times its own (the cluster spec and its
+options, the host, its CPU model and core count, its GPU models, TensorFlow's version).
+Everything measured is kept under a key that includes it, so a profile made on one runtime is
+never served for another that names its devices alike (`local:2` and `local:2,threads=1`,
+or one cache shared by two machines).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from typing import Optional, Sequence
 
 from tf_placeto.devices import DeviceSet, parse_device
 from tf_placeto.errors import InputError
-from tf_placeto.measure.cluster import Cluster, cluster_device_names, parse_cluster
+from tf_placeto.measure.cluster import (Cluster, cluster_device_names, cluster_fingerprint,
+                                        parse_cluster)
 from tf_placeto.measure.links import warm_links
+from tf_placeto.measure.machine import machine_fingerprint
 
 
 @dataclasses.dataclass
@@ -26,6 +34,8 @@ class Runtime:
     num_cpus: int = 1            # in-process CPU devices the session creates
     # seconds of each step that warmed the cluster's links, the latest warm-up's (links.py)
     warmup_steps_s: list = dataclasses.field(default_factory=list)
+    # what makes its step times its own (the module's docstring): part of every cache key
+    fingerprint: dict = dataclasses.field(default_factory=lambda: in_process_fingerprint())
 
     @classmethod
     def local(cls, devices: DeviceSet) -> "Runtime":
@@ -37,7 +47,7 @@ class Runtime:
     @classmethod
     def on_cluster(cls, cluster) -> "Runtime":
         return cls(device_names=list(cluster.device_names), target=cluster.target,
-                   cluster=cluster)
+                   cluster=cluster, fingerprint=cluster.fingerprint())
 
     @property
     def device_types(self) -> list:
@@ -85,13 +95,20 @@ class Runtime:
         return f"{len(self.device_names)} devices on {where}: {', '.join(self.device_names)}"
 
 
-def planned_device_names(devices: Optional[str] = None, cluster: Optional[str] = None) -> list:
-    """The device names open_runtime(devices, cluster) would give (with nothing `named`),
-    found without starting a cluster: what a cached answer is looked up by."""
+def planned_runtime(devices: Optional[str] = None, cluster: Optional[str] = None) -> tuple:
+    """(device names, fingerprint) that open_runtime(devices, cluster) would give (with
+    nothing `named`), found without starting a cluster: what a cached answer is looked up
+    by."""
     _check_one_of(devices, cluster)
     if cluster:
-        return cluster_device_names(cluster)
-    return (DeviceSet.parse(devices) if devices else DeviceSet.this_machine()).names
+        return cluster_device_names(cluster), cluster_fingerprint(cluster)
+    names = (DeviceSet.parse(devices) if devices else DeviceSet.this_machine()).names
+    return names, in_process_fingerprint()
+
+
+def in_process_fingerprint() -> dict:
+    """The fingerprint of devices in this process."""
+    return {"runtime": "this process", **machine_fingerprint()}
 
 
 @contextlib.contextmanager

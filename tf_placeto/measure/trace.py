@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from tf_placeto.cache import write_atomically
+from tf_placeto.files import write_atomically
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.measure.step_stats import split_device
 
