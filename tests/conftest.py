@@ -24,17 +24,24 @@ def small_cnn_model():
     return registry.saved_model_path("small_cnn")
 
 
+@pytest.fixture(scope="session")
+def small_profiles(tmp_path_factory):
+    """A profile cache the policy's fixtures share: the small models are profiled on two
+    logical CPUs once a session, not once a module (nothing they run logs real runs there,
+    so every module finds the same profiles)."""
+    return str(tmp_path_factory.mktemp("small_profiles"))
+
+
 @pytest.fixture(scope="module")
-def policy_problems(small_cnn_model, mlp_model, tmp_path_factory):
+def policy_problems(small_cnn_model, mlp_model, small_profiles):
     """Two graphs, on 2 and 3 devices: problems of different sizes for one policy network."""
     import tf_placeto as tp
     from tf_placeto.measure.runtime import Runtime
     from tf_placeto.workload import load_workload
 
     runtime = Runtime.local(tp.DeviceSet.local(2))
-    cache = str(tmp_path_factory.mktemp("profiles"))
-    cnn = load_workload(small_cnn_model, runtime, max_groups=12, cache=cache)
-    mlp = load_workload(mlp_model, runtime, max_groups=6, cache=cache)
+    cnn = load_workload(small_cnn_model, runtime, max_groups=12, cache=small_profiles)
+    mlp = load_workload(mlp_model, runtime, max_groups=6, cache=small_profiles)
     return [cnn.problem(2), mlp.problem(3)]
 
 

@@ -77,6 +77,23 @@ def two_buffers_model(path: str, floats: int) -> str:
     return path
 
 
+def own_workers() -> list:
+    """The pids of worker processes (tf_placeto.measure.worker) this process started that
+    still run: a command that ends leaves none."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"tf_placeto.measure.worker" in command:
+            pids.append(int(entry))
+    return pids
+
+
 def kill_later(pid: int, seconds: float):
     """A started timer that kill -9s `pid` after `seconds`, and the list that then holds the
     monotonic time of the kill. Cancel the timer when done."""

@@ -3,12 +3,14 @@
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import run_cli, tree_digest
+from tests.helpers import own_workers, run_cli, tree_digest
+from tf_placeto.errors import RuntimeFailure
 from tf_placeto.graph.sources import load_source as tp_load
 
 
@@ -100,6 +102,12 @@ def _bad_inputs(mlp_model, inspected, tmp):
     truncated_dir.mkdir()
     (truncated_dir / "saved_model.pb").write_bytes(data[: len(data) // 2])
     (tmp / "not_a_model").mkdir()
+    (tmp / "cpu_index.json").write_text(json.dumps({colocated[0]: "/device:CPU:2147483647"}))
+    (tmp / "deep.json").write_text("[" * 100_000)
+    (tmp / "recursive.pbtxt").write_text(_CALLS_ITSELF)
+    with socket.socket(socket.AF_UNIX) as listening:       # a file that open() refuses
+        listening.bind(str(tmp / "socket.pb"))
+    os.mkfifo(tmp / "pipe.pb")                             # a file whose open() would wait
     good = str(tmp / "good.json")
     (tmp / "good.json").write_text("{}")
     out = str(tmp / "out")
@@ -123,7 +131,38 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "OUT is SOURCE": ["apply", mlp_model, "--placement", good, "--out", mlp_model],
         "worker memory in words": ["measure", mlp_model, "--cluster", "local:2,memory=lots"],
         "unknown local cluster option": ["profile", mlp_model, "--cluster", "local:2,cores=1"],
+        "CPU index past the logical CPUs": ["apply", mlp_model, "--placement",
+                                            str(tmp / "cpu_index.json"), "--out", out],
+        "more logical CPUs than the bound": ["measure", mlp_model, "--devices", "100000"],
+        "more local workers than cores": ["measure", mlp_model, "--cluster", "local:500"],
+        "worker memory past any": ["measure", mlp_model, "--cluster", "local:1,memory=1e999GB"],
+        "worker memory past the machine's": ["profile", mlp_model, "--cluster",
+                                             "local:1,memory=1000TiB"],
+        "worker threads past the bound": ["profile", mlp_model, "--cluster",
+                                          "local:1,threads=100000"],
+        "memory per device past any": ["place", mlp_model, "--simulate",
+                                       "--memory-per-device", "1e999GB"],
+        "placement nested 100,000 deep": ["apply", mlp_model, "--placement",
+                                          str(tmp / "deep.json"), "--out", out],
+        "a function that calls itself": ["inspect", str(tmp / "recursive.pbtxt")],
+        "SOURCE that cannot be opened": ["inspect", str(tmp / "socket.pb")],
+        "SOURCE that is a pipe": ["inspect", str(tmp / "pipe.pb")],
     }
+
+
+# A hand-made GraphDef, as a damaged or hostile file holds one: function "again" calls itself.
+_CALLS_ITSELF = """
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "call" op: "PartitionedCall" input: "x"
+       attr { key: "f" value { func { name: "again" } } } }
+library { function {
+  signature { name: "again" input_arg { name: "x" type: DT_FLOAT }
+              output_arg { name: "y" type: DT_FLOAT } }
+  node_def { name: "call" op: "PartitionedCall" input: "x"
+             attr { key: "f" value { func { name: "again" } } } }
+  ret { key: "y" value: "x" } } }
+versions { producer: 1 }
+"""
 
 
 # Refused by the parser itself (tf_placeto.cli's argparse types).
@@ -133,6 +172,9 @@ def _bad_inputs(mlp_model, inspected, tmp):
     (["measure", "m", "--timeout", "inf"], "--timeout: must be a finite number of seconds"),
     (["measure", "m", "--timeout", "nan"], "--timeout: must be a finite number of seconds"),
     (["measure", "m", "--time-budget", "0"], "--time-budget: must be a finite number"),
+    (["measure", "m", "--timeout", "1e300"], "--timeout: must be a finite number of seconds "
+                                             "above 0 and at most 2592000 (30 days), not 1e300"),
+    (["measure", "m", "--time-budget", "1e9"], "--time-budget: must be a finite number"),
     (["measure", "m", "--warmup", "-1"], "--warmup: must be at least 0, not -1"),
     (["measure", "m", "--sessions", "0"], "--sessions: must be at least 1, not 0"),
     (["measure", "m", "--repeats", "2.5"], "--repeats"),
@@ -148,11 +190,41 @@ def _bad_inputs(mlp_model, inspected, tmp):
      "--episodes: must be at least 1, not 0"),
     (["train", "--graphs", "m", "--counts", "2", "--out", "o", "--steps", "many"],
      "--steps: give a whole number, not 'many'"),
+    (["compare", "m", "--simulate", "--counts", "2", "100000"],
+     "--counts: must be at most 256 (devices like the profiled ones"),
+    (["measure", "m", "--stream", "100000"],
+     "--stream: must be at most 64 (each step in flight is a thread"),
 ])
 def test_bad_numbers_are_refused_where_parsed_in_one_line(args, message, cli_here):
     code, error = cli_here(*args)
     assert code == 2 and message in error, error
     assert len(error.splitlines()) == 1 and error.startswith("tf-placeto")
+
+
+def test_debug_adds_the_traceback_to_bad_input_and_keeps_its_exit_code(tmp_path, cli_here):
+    code, error = cli_here("--debug", "inspect", str(tmp_path / "missing"))
+    assert code == 2 and error.startswith("Traceback"), error
+    assert error.splitlines()[-1] == (f"tf-placeto: error: {tmp_path / 'missing'}: no such "
+                                      "file or directory")
+
+
+@pytest.mark.parametrize("raised, code, line", [
+    (RuntimeFailure("a worker died"), 1, "tf-placeto: failed: a worker died"),
+    (ValueError("a bug"), 1, "tf-placeto: failed: ValueError: a bug"),
+    (KeyboardInterrupt(), 130, "tf-placeto: interrupted"),
+])
+def test_debug_keeps_every_exit_code(raised, code, line, cli_here, monkeypatch):
+    """What a command raises, with its traceback: TensorFlow's log is on the terminal, so
+    no log file is named."""
+    from tf_placeto import cli
+
+    def fails(args):
+        raise raised
+
+    monkeypatch.setattr(cli, "_inspect", fails)
+    status, error = cli_here("--debug", "inspect", "examples:mlp")
+    assert status == code and error.startswith("Traceback"), error
+    assert error.splitlines()[-1] == line
 
 
 # Through the real command, where TensorFlow's native log could reach the terminal: a
@@ -175,6 +247,7 @@ def test_bad_input_gives_one_line_and_changes_nothing(mlp_model, inspected, tmp_
         assert len(lines) == 1 and lines[0].startswith("tf-placeto"), (label, error)
         assert "Traceback" not in error
         assert not os.path.exists(tmp_path / "out"), label
+        assert not own_workers(), label
     assert tree_digest(mlp_model) == before
 
 
@@ -507,3 +580,49 @@ def test_the_calibration_report_gives_single_steps_and_streams_their_own_figures
     alone = {key: value for key, value in quality.items() if key != "streams"}
     assert cli._calibration_report(Calibration(observations=40, quality=alone)).splitlines()[
         1].startswith("on runs it was not fitted on")
+
+
+def _bad_outputs(mlp_model, tmp):
+    """Output paths refused before any work, with what of the user's is in the way."""
+    work = tmp / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("the user's notes")
+    (tmp / "mine.json").write_text('["not", "a placement"]')
+    (tmp / "a_file").write_text("the user's")
+    good = str(tmp / "good.json")
+    (tmp / "good.json").write_text("{}")
+    inside = os.path.join(mlp_model, "p.json")
+    return {
+        "apply --overwrite onto a folder of the user's":
+            ["apply", mlp_model, "--placement", good, "--out", str(work), "--overwrite"],
+        "place --overwrite onto a folder of the user's":
+            ["place", mlp_model, "--simulate", "--out", str(work), "--overwrite"],
+        "--placement-out inside SOURCE": ["place", mlp_model, "--simulate",
+                                          "--placement-out", inside],
+        "--placement-out onto a file of the user's": [
+            "place", mlp_model, "--simulate", "--placement-out", str(tmp / "mine.json"),
+            "--overwrite"],
+        "--placement-out exists": ["place", mlp_model, "--simulate",
+                                   "--placement-out", good],
+        "--csv in a missing folder": ["compare", mlp_model, "--simulate", "--csv",
+                                      str(tmp / "missing" / "t.csv")],
+        "--plot in an unknown format": ["compare", mlp_model, "--simulate", "--plot",
+                                        str(tmp / "plot.doc")],
+        "--trace onto a file": ["measure", mlp_model, "--simulate", "--trace",
+                                str(tmp / "a_file")],
+        "--gantt inside SOURCE": ["show", mlp_model, "--gantt",
+                                  os.path.join(mlp_model, "g.png")],
+    }
+
+
+def test_bad_output_paths_are_refused_before_any_work_and_nothing_is_lost(mlp_model, tmp_path,
+                                                                           cli_here):
+    cases = _bad_outputs(mlp_model, tmp_path)
+    before = {path: tree_digest(str(path)) for path in tmp_path.iterdir()}
+    source = tree_digest(mlp_model)
+    for label, args in cases.items():
+        code, error = cli_here(*args)
+        assert code == 2, (label, error)
+        assert len(error.splitlines()) == 1 and error.startswith("tf-placeto"), (label, error)
+    assert {path: tree_digest(str(path)) for path in tmp_path.iterdir()} == before
+    assert tree_digest(mlp_model) == source

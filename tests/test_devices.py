@@ -2,8 +2,9 @@
 
 import pytest
 
-from tf_placeto.devices import DeviceSet, canonical_device, parse_device
-from tf_placeto.errors import DeviceError
+from tf_placeto.devices import (MAX_LOGICAL_CPUS, DeviceSet, canonical_device, memory_amount,
+                                parse_device)
+from tf_placeto.errors import DeviceError, InputError
 
 
 @pytest.mark.parametrize("text, canonical", [
@@ -53,3 +54,33 @@ def test_explicit_remote_devices_are_taken_as_declared():
 def test_indices_tensorflow_cannot_use_are_refused(text):
     with pytest.raises(DeviceError, match="index"):
         parse_device(text)
+
+
+def test_logical_cpus_are_bounded_with_the_reason():
+    """TensorFlow would make /device:CPU:2147483647 and every CPU before it (terabytes)."""
+    here = DeviceSet.this_machine()
+    last = f"/device:CPU:{MAX_LOGICAL_CPUS - 1}"
+    assert here.check(last) == last
+    for text in (f"/device:CPU:{MAX_LOGICAL_CPUS}", "/device:CPU:2147483647"):
+        with pytest.raises(DeviceError, match=f"at most {MAX_LOGICAL_CPUS} logical CPUs in one "
+                                              "process .*: they all share its cores"):
+            here.check(text)
+    if not here.device_types - {"CPU"}:                 # a count means GPUs where there are
+        assert len(DeviceSet.parse(str(MAX_LOGICAL_CPUS))) == MAX_LOGICAL_CPUS
+        with pytest.raises(DeviceError, match="100000 logical CPU devices asked for: at most"):
+            DeviceSet.parse("100000")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1e999GB", "is more than any memory: at most 8 EiB"),
+    ("1e300TiB", "is more than any memory"),
+    ("9" * 400, "is more than any memory"),
+    ("0", "must be positive"),
+    ("nan", "give bytes"),
+    ("inf", "give bytes"),
+])
+def test_memory_amounts_are_finite_positive_byte_counts(text, message):
+    with pytest.raises(InputError, match=message) as raised:
+        memory_amount(text, "memory cap")
+    assert "\n" not in str(raised.value)
+    assert memory_amount("2GiB", "memory cap") == (2.0, 2**30, "GiB")

@@ -206,3 +206,63 @@ def test_a_node_naming_a_missing_function_is_refused():
     del graph_def.library.function[:]
     with pytest.raises(SourceError, match="not in the graph's function library"):
         tp.import_graph(graph_def)
+
+
+def _graph_calling(bodies: dict):
+    """A hand-made GraphDef, as a damaged or hostile file holds one: the graph calls function
+    "f0" on a placeholder, and `bodies` maps each function's name to the functions its body
+    calls on its float argument (a name twice: called twice)."""
+    from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
+
+    def call(name, function):
+        node = node_def_pb2.NodeDef(name=name, op="PartitionedCall", input=["x"])
+        node.attr["f"].func.name = function
+        node.attr["Tin"].list.type.append(types_pb2.DT_FLOAT)
+        node.attr["Tout"].list.type.append(types_pb2.DT_FLOAT)
+        return node
+
+    graph = graph_pb2.GraphDef()
+    graph.versions.producer = 1
+    placeholder = graph.node.add(name="x", op="Placeholder")
+    placeholder.attr["dtype"].type = types_pb2.DT_FLOAT
+    graph.node.append(call("call", "f0"))
+    for name, callees in bodies.items():
+        function = graph.library.function.add()
+        function.signature.name = name
+        function.signature.input_arg.add(name="x", type=types_pb2.DT_FLOAT)
+        function.signature.output_arg.add(name="y", type=types_pb2.DT_FLOAT)
+        function.node_def.extend(call(f"call{k}", callee) for k, callee in enumerate(callees))
+        function.node_def.add(name="y", op="Identity", input=["x"]).attr["T"].type = \
+            types_pb2.DT_FLOAT
+        function.ret["y"] = "y:output:0"
+    return graph
+
+
+@pytest.mark.parametrize("bodies, message", [
+    ({"f0": ["f0"]}, "function 'f0' calls itself (f0 -> f0)"),
+    ({"f0": ["f1"], "f1": ["f2"], "f2": ["f1"]}, "function 'f1' calls itself (f1 -> f2 -> f1)"),
+])
+def test_a_function_that_calls_itself_is_refused_by_name(bodies, message):
+    with pytest.raises(SourceError) as raised:
+        tp.import_graph(_graph_calling(bodies))
+    assert message in str(raised.value)
+
+
+def test_calls_nested_past_the_bound_are_refused():
+    from tf_placeto.graph.importer import MAX_CALL_DEPTH
+
+    chain = {f"f{k}": [f"f{k + 1}"] for k in range(MAX_CALL_DEPTH - 1)}
+    within = tp.import_graph(_graph_calling({**chain, f"f{MAX_CALL_DEPTH - 1}": []}))
+    assert len(within.instances) == MAX_CALL_DEPTH
+    deeper = {**chain, f"f{MAX_CALL_DEPTH - 1}": [f"f{MAX_CALL_DEPTH}"], f"f{MAX_CALL_DEPTH}": []}
+    with pytest.raises(SourceError, match=f"function calls nest more than {MAX_CALL_DEPTH} "
+                                          "deep"):
+        tp.import_graph(_graph_calling(deeper))
+
+
+def test_calls_that_double_at_every_level_are_refused_before_they_are_inlined():
+    """2**60 ops once inlined: refused by counting, at once."""
+    doubling = {f"f{k}": [f"f{k + 1}", f"f{k + 1}"] for k in range(60)}
+    with pytest.raises(SourceError, match="more than 1,000,000 ops once its function calls "
+                                          "are inlined"):
+        tp.import_graph(_graph_calling({**doubling, "f60": []}))

@@ -65,3 +65,30 @@ def test_json_round_trip_and_bad_files(tmp_path):
     path.write_text("{not json")
     with pytest.raises(PlacementError, match="not valid JSON"):
         tp.Placement.from_json(str(path))
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' * 100_000, '{"a": {"b": "c"}}',
+                                  '[["/device:CPU:0"]]'])
+def test_json_that_nests_is_refused_before_it_is_parsed(text, tmp_path):
+    """A placement is one flat object: nesting 100,000 deep would be a RecursionError."""
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.raises(PlacementError, match="a placement is a JSON object mapping op names"):
+        tp.Placement.from_json(str(path))
+
+
+def test_brackets_and_quotes_inside_names_are_no_nesting(tmp_path):
+    path = tmp_path / "p.json"
+    names = {'a[{"b': "/device:CPU:0", 'c\\"[[': "/device:CPU:1"}
+    path.write_text(json.dumps(names))
+    assert dict(tp.Placement.from_json(str(path))) == names
+
+
+def test_a_file_larger_than_any_placement_is_not_read_to_the_end(tmp_path, monkeypatch):
+    from tf_placeto import placement
+
+    monkeypatch.setattr(placement, "MAX_FILE_BYTES", 64)     # not 256 MiB written here
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({f"op{k}": "/device:CPU:0" for k in range(10)}))
+    with pytest.raises(PlacementError, match="MiB, more than the placement of any graph"):
+        tp.Placement.from_json(str(path))

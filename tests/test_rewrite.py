@@ -5,6 +5,7 @@ logical CPU devices (tf_placeto.measure.runner), not from the protos we wrote.
 """
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -159,8 +160,58 @@ def test_out_must_not_be_or_hold_the_source(mlp_model, tmp_path):
     existing.mkdir()
     with pytest.raises(SourceError, match="--overwrite"):
         tp.apply_placement(mlp_model, {}, str(existing))
-    tp.apply_placement(mlp_model, {}, str(existing), overwrite=True)
+    tp.apply_placement(mlp_model, {}, str(existing), overwrite=True)      # empty: nothing lost
     assert os.path.isfile(existing / "saved_model.pb")
+
+
+def test_overwrite_replaces_only_what_tf_placeto_writes(mlp_model, tmp_path):
+    """A placed SavedModel over an earlier one; never over a folder or file of the user's."""
+    earlier = str(tmp_path / "placed")
+    tp.apply_placement(mlp_model, {}, earlier)
+    placed = tp.apply_placement(mlp_model, {}, earlier, overwrite=True).placement
+    assert load_source(earlier).kind == "saved_model" and placed is not None
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("the user's")
+    (tmp_path / "graph.txt").write_text("not a graph")
+    (tmp_path / "variables_mixed").mkdir()
+    tp.apply_placement(mlp_model, {}, str(tmp_path / "variables_mixed"), overwrite=True)
+    (tmp_path / "variables_mixed" / "variables" / "thesis.tex").write_text("chapter 1")
+    before = {name: tree_digest(str(tmp_path / name))
+              for name in ("work", "graph.txt", "variables_mixed")}
+    for name, says in (("work", "holds notes.txt"), ("graph.txt", "a SavedModel folder"),
+                       ("variables_mixed", "variables/thesis.tex")):
+        with pytest.raises(SourceError, match=f"is not .*{says}.*replaces only what"):
+            tp.apply_placement(mlp_model, {}, str(tmp_path / name), overwrite=True)
+    graph_file = str(tmp_path / "graph.pb")
+    with open(graph_file, "wb") as f:
+        f.write(_tf1_graph().SerializeToString())
+    with pytest.raises(SourceError, match="not a GraphDef or MetaGraphDef file"):
+        tp.apply_placement(graph_file, {}, str(tmp_path / "graph.txt"), overwrite=True)
+    tp.apply_placement(graph_file, {"b": CPU1}, str(tmp_path / "placed.pb"))
+    tp.apply_placement(graph_file, {"b": CPU0}, str(tmp_path / "placed.pb"), overwrite=True)
+    assert {n.name: n.device for n in load_source(str(tmp_path / "placed.pb")).graph_def.node
+            }["b"] == CPU0
+    assert before == {name: tree_digest(str(tmp_path / name)) for name in before}
+    assert sorted(os.listdir(tmp_path)) == ["graph.pb", "graph.txt", "placed", "placed.pb",
+                                           "variables_mixed", "work"]    # no staging left
+
+
+def test_links_in_a_saved_model_are_copied_as_links_never_followed(mlp_model, tmp_path):
+    source = tmp_path / "model"
+    shutil.copytree(mlp_model, source)
+    (tmp_path / "vocab.txt").write_text("a\nb\n")
+    (source / "assets").mkdir(exist_ok=True)
+    os.symlink(str(tmp_path / "vocab.txt"), source / "assets" / "vocab.txt")
+    os.symlink("vocab.txt", source / "assets" / "alias.txt")
+    out = tmp_path / "placed"
+    tp.apply_placement(str(source), {}, str(out))
+    assert os.readlink(out / "assets" / "vocab.txt") == str(tmp_path / "vocab.txt")
+    assert os.readlink(out / "assets" / "alias.txt") == "vocab.txt"
+    os.symlink("../../vocab.txt", source / "assets" / "climbs.txt")
+    with pytest.raises(SourceError, match="climbs.txt links to ../../vocab.txt, outside"):
+        tp.apply_placement(str(source), {}, str(tmp_path / "placed2"))
+    assert not os.path.exists(tmp_path / "placed2")
 
 
 class _TwoSignatures(tf.Module):

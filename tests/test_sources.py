@@ -1,10 +1,14 @@
 """Reading a SOURCE: a SavedModel's MetaGraph chosen by its tag set, as saved_model_cli does."""
 
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from tests.helpers import REPO
 from tf_placeto.api import apply_placement, import_graph
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.sources import load_source, source_path
@@ -56,3 +60,31 @@ def test_where_a_source_is_read_from_is_known_without_reading_it(two_tag_sets_mo
                   str(graph_file)):
         assert source_path(given) == load_source(given).path
     assert source_path(load_source(two_tag_sets_model).graph_def) is None
+
+
+def _as_a_user_who_may_not_read(*args: str) -> subprocess.CompletedProcess:
+    """The command, run by someone whom file permissions bind. The tests run as root here,
+    who reads anything: root without the capabilities that override them (setpriv) is bound
+    as any user, and needs no other user's access to this interpreter."""
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root reads any file, and setpriv is not here to drop that")
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] \
+        if os.geteuid() == 0 else []
+    return subprocess.run([*prefix, sys.executable, "-m", "tf_placeto.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO},
+                          timeout=300)
+
+
+def test_a_source_that_may_not_be_read_is_bad_input(two_tag_sets_model, tmp_path):
+    graph_file, model = tmp_path / "graph.pb", tmp_path / "model"
+    graph_file.write_bytes(load_source(two_tag_sets_model).graph_def.SerializeToString())
+    shutil.copytree(two_tag_sets_model, model)
+    for path in (graph_file, model):
+        path.chmod(0)
+        try:
+            result = _as_a_user_who_may_not_read("inspect", str(path))
+        finally:
+            path.chmod(0o700)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"tf-placeto: error: cannot read {path}: permission denied"]

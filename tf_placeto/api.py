@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from tf_placeto import pipeline
@@ -31,7 +32,8 @@ from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import objective_and_in_flight
 from tf_placeto.policy.real import MeasuredGraph
-from tf_placeto.rewrite import check_output_path, placed_proto, write_placed
+from tf_placeto.rewrite import (check_output_path, check_placement_path, placed_proto,
+                                write_placed)
 from tf_placeto.workload import MemoryLimit, load_workload
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = N
     measured now with `runs` traced runs and stored there, then the simulator calibrated on
     `calibration_runs` placements timed for real (0: not calibrated)."""
     graph = import_graph(source, signature=signature, tag_set=tag_set)
-    found = cached_profile(graph, planned_device_names(devices, cluster), cache)
+    found = cached_profile(graph, *planned_runtime(devices, cluster), cache)
     if found is not None:
         return found                    # a cached answer starts no workers
     with open_runtime(devices, cluster) as runtime:
@@ -144,7 +146,8 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                                                      schedule=bool(trace), stream=stream
                                                      ).evaluate(placements, labels=labels)
         else:
-            directory = graph_profile_directory(graph, runtime.device_names, cache)
+            directory = graph_profile_directory(graph, runtime.device_names,
+                                                runtime.fingerprint, cache)
             results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
                                           warmup=warmup, timeout_s=timeout_s,
                                           budget_s=budget_s, journal_dir=directory,
@@ -315,8 +318,11 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     (otherwise nothing is written, and `placement` is None); "simulate" only predicts, and
     writes the best simulated placement that puts some op elsewhere than the graph as
     written. out: write the placed copy of SOURCE there; its placement goes beside it as
-    OUT.placement.json unless `placement_out` names another file. policy, budget: for method
-    "placeto", the trained policy (default: the shipped one) and the iterations of fine-tuning.
+    OUT.placement.json unless `placement_out` names another file, and is written first.
+    Both paths are checked before any work (rewrite.check_output_path,
+    rewrite.check_placement_path); `overwrite` replaces only what tf-placeto writes.
+    policy, budget: for method "placeto", the trained policy (default: the shipped one) and
+    the iterations of fine-tuning.
     placer_options: the other placers' options, by the names tf_placeto.methods gives them.
     objective: "latency" (one step as short as possible) or "throughput" (the most steps per
     second with `stream` steps in flight, default 4, as a server with concurrent requests):
@@ -329,6 +335,9 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
     memory = MemoryLimit.parse(memory_per_device)
     if out is not None:
         check_output_path(source_path(source), out, overwrite)
+    if out is not None or placement_out is not None:
+        placement_out = placement_out or f"{out.rstrip(os.sep)}.placement.json"
+        check_placement_path(placement_out, source_path(source), overwrite, out)
     with open_runtime(devices, cluster) as runtime:
         outcome = pipeline.run(source, runtime, method, memory=memory, max_groups=max_groups,
                                signature=signature, tag_set=tag_set, cache=cache, seed=seed,
@@ -338,11 +347,10 @@ def place(source, method: str = "auto", *, devices: Optional[str] = None,
                                in_flight=in_flight)
     if outcome.placement is None:
         out = placement_out = None
+    if placement_out is not None:       # first: the search's result survives a failing OUT
+        outcome.placement.to_json(placement_out)
     if out is not None:
         apply_placement(outcome.workload.graph, outcome.placement, out, devices=outcome.devices,
                         overwrite=overwrite)
-        placement_out = placement_out or f"{out.rstrip('/')}.placement.json"
-    if placement_out is not None:
-        outcome.placement.to_json(placement_out)
     return PlaceResult(source=str(source), outcome=outcome, out=out,
                        placement_file=placement_out)

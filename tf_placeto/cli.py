@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections import Counter
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -20,9 +22,12 @@ import pandas as pd
 from tf_placeto import _quiet, api, methods, plots
 from tf_placeto._version import __version__
 from tf_placeto.compare import compare_sources, printable
+from tf_placeto.devices import MAX_LOGICAL_CPUS
 from tf_placeto.errors import InputError, MeasurementError, PlacetoError, RuntimeFailure
 from tf_placeto.examples import registry
+from tf_placeto.files import check_output_file, check_output_folder, write_atomically
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.graph.sources import source_path
 from tf_placeto.log import progress, progress_to
 from tf_placeto.measure import fitting
 from tf_placeto.measure.costmodel import Link
@@ -33,10 +38,17 @@ from tf_placeto.policy.starts import IMITATE_WHERE, START_KINDS, best_known, ini
 from tf_placeto.workload import MemoryLimit
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Timeouts and time budgets: a month is longer than any run is waited for or timed, and a
+# number past TensorFlow's 64-bit milliseconds (--timeout 1e300) failed in it with exit 1.
+MAX_SECONDS = 30 * 24 * 3600
+_OVERWRITE_HELP = ("replace an existing OUT (and placement file) that tf-placeto wrote: a "
+                   "SavedModel folder or a graph file; anything else is refused, and the old "
+                   "OUT survives any failure whole")
 
 
-def _count(minimum: int):
-    """An argparse type: a whole number of at least `minimum`, checked where it is parsed."""
+def _count(minimum: int, maximum: Optional[int] = None, why: str = ""):
+    """An argparse type: a whole number of at least `minimum` (and at most `maximum`, for
+    `why`), checked where it is parsed."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -44,19 +56,30 @@ def _count(minimum: int):
             raise argparse.ArgumentTypeError(f"give a whole number, not {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum} ({why}), not {value}")
         return value
     return parse
 
 
+# Simulated devices (--counts): the devices a profile's device type can have in one process,
+# as --devices allows; the simulator's link matrices grow with the square of the count.
+_DEVICE_COUNT = _count(1, MAX_LOGICAL_CPUS, "devices like the profiled ones, as --devices N "
+                       "allows")
+# Steps in flight (--stream): each is a thread over one session, on this machine's cores.
+MAX_IN_FLIGHT = 64
+_IN_FLIGHT = _count(1, MAX_IN_FLIGHT, "each step in flight is a thread of this process")
+
+
 def _seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0."""
+    """An argparse type: a number of seconds above 0 and at most MAX_SECONDS."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"give a number of seconds, not {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, "
-                                         f"not {text}")
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0 and at "
+                                         f"most {MAX_SECONDS} (30 days), not {text}")
     return value
 
 
@@ -104,7 +127,7 @@ def _placing_arguments(parser) -> None:
                              "server with concurrent requests; followed by " + ", ".join(
                                  spec.name for spec in methods.specs() if spec.objectives)
                              + " (the others place alike under both)")
-    parser.add_argument("--stream", type=_count(1), metavar="K",
+    parser.add_argument("--stream", type=_IN_FLIGHT, metavar="K",
                         help=f"throughput: steps in flight (default {IN_FLIGHT})")
     for spec, option in methods.options():       # each placer's own, from its PLACER
         parser.add_argument(option.flag, type=option.type, choices=option.choices or None,
@@ -170,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="devices the placement may use: a count, or comma-separated device "
                             "names (default: this machine's; the CPU may be split into "
                             "logical /device:CPU:N)")
-    apply.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    apply.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     apply.set_defaults(handler=_apply)
 
     profile = commands.add_parser("profile", help="run SOURCE traced and store its cost model")
@@ -215,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write one step of each placement as DIR/<label>.json, a Chrome "
                               "trace (ui.perfetto.dev): a traced run, or with --simulate the "
                               "simulated schedule")
-    measure.add_argument("--stream", type=_count(1), default=0, metavar="K",
+    measure.add_argument("--stream", type=_IN_FLIGHT, default=0, metavar="K",
                          help="throughput: K steps in flight at once, as a server answers "
                               "concurrent requests (threads over one session); reports steps "
                               "per second once the stream is full, and each figure is "
@@ -241,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: OUT.placement.json)")
     place.add_argument("--simulate", action="store_true",
                        help="predict the before/after step times instead of measuring them")
-    place.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    place.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     place.add_argument("--json", action="store_true", help="print one JSON object")
     place.set_defaults(handler=_place)
 
@@ -249,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="every placement method on graphs and device counts: the scoreboard")
     compare.add_argument("graphs", metavar="GRAPH", nargs="+",
                          help="SOURCEs to compare on (examples:NAME, SavedModel directories)")
-    compare.add_argument("--counts", metavar="N", type=_count(1), nargs="+",
+    compare.add_argument("--counts", metavar="N", type=_DEVICE_COUNT, nargs="+",
                          help="device counts to place on (default: as many as the runtime "
                               "has); with --simulate, any counts: devices like the profiled "
                               "ones")
@@ -296,11 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--members", metavar="A-B", default=None,
                        help="which members of each family (default all), e.g. 0-23 to hold "
                             "24-31 out for evaluating transfer")
-    train.add_argument("--counts", metavar="N", type=_count(1), nargs="+", required=True,
+    train.add_argument("--counts", metavar="N", type=_DEVICE_COUNT, nargs="+", required=True,
                        help="device counts to train for (devices like the profiled ones)")
     train.add_argument("--out", metavar="DIR", required=True,
-                       help="where the checkpoints, summaries and exported policy go; an "
-                            "existing DIR resumes its training")
+                       help="where the checkpoints, summaries and exported policy go: a new "
+                            "or empty folder, or one a run trained in, which resumes from its "
+                            "newest whole checkpoint; any other folder is refused")
     train.add_argument("--max-groups", type=_count(1), default=128, metavar="N",
                        help="group each graph into at most N groups (default 128: an episode "
                             "visits every group, so fewer train faster; the policy places any "
@@ -369,23 +393,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     args = build_parser().parse_args(argv)
-    with progress_to(_Progress()):
-        if args.debug:
-            return args.handler(args)
-        with _quiet.native_stderr_to_log() as log_path:
-            code, message = _run(args)
+    # --debug leaves TensorFlow's own log on the terminal: there is no log file to name
+    quiet = contextlib.nullcontext() if args.debug else _quiet.native_stderr_to_log()
+    with progress_to(_Progress()), quiet as log_path:
+        code, message = _run(args, debug=args.debug)
     if message:
         print(message, file=sys.stderr)
-    if code == EXIT_FAILED:
+    if log_path and code == EXIT_FAILED:
         print(f"tf-placeto: TensorFlow's log: {log_path}", file=sys.stderr)
-    else:
+    elif log_path:
         _quiet.remove_log(log_path)
     return code
 
 
-def _run(args):
+def _run(args, debug: bool = False):
+    """(exit code, the line that says why or None): the same with `debug`, which shows the
+    traceback of what was raised first."""
     try:
-        return args.handler(args), None
+        try:
+            return args.handler(args), None
+        except (Exception, KeyboardInterrupt):
+            if debug:
+                traceback.print_exc()
+            raise
     except RuntimeFailure as exc:        # good input, failed work: the log says more
         return EXIT_FAILED, f"tf-placeto: failed: {exc}"
     except PlacetoError as exc:          # InputError, or any other report of bad input
@@ -394,8 +424,9 @@ def _run(args):
         return EXIT_INTERRUPTED, "tf-placeto: interrupted"
     except Exception as exc:  # a failure of ours or TensorFlow's: one line, log kept
         text = str(exc).strip().splitlines()
+        hint = "" if debug else " (rerun with --debug for the traceback)"
         return EXIT_FAILED, (f"tf-placeto: failed: {type(exc).__name__}: "
-                             f"{text[0] if text else ''} (rerun with --debug for the traceback)")
+                             f"{text[0] if text else ''}{hint}")
 
 
 def _inspect(args) -> int:
@@ -515,6 +546,8 @@ def _calibration_report(calibration) -> str:
 
 
 def _measure(args) -> int:
+    if args.trace:
+        check_output_folder(args.trace, "--trace", keep_out_of=[source_path(args.source)])
     results = api.measure_steps(args.source, args.placement or [None],
                                 labels=args.placement or ["as written"], devices=args.devices,
                                 cluster=args.cluster, simulate=args.simulate,
@@ -620,6 +653,11 @@ def _print_candidates(candidates: list, winner) -> None:
 
 def _compare(args) -> int:
     _check_placing(args)
+    sources = [source_path(graph) for graph in args.graphs]
+    if args.csv:
+        check_output_file(args.csv, "--csv", keep_out_of=sources)
+    if args.plot:
+        plots.check_picture_path(args.plot, "--plot", keep_out_of=sources)
     compared = args.methods.split(",") if args.methods else methods.names()
     with progress(total=len(args.graphs) * len(args.counts or [None]) * len(compared),
                   unit="placement", leave=False) as bar:
@@ -636,7 +674,7 @@ def _compare(args) -> int:
                                 objective=args.objective, stream=args.stream,
                                 progress=advanced)
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        write_atomically(args.csv, lambda file: table.to_csv(file, index=False))
     if args.plot:
         plots.comparison_plot(table, args.plot)
     if args.json:
@@ -652,6 +690,13 @@ def _compare(args) -> int:
 
 
 def _show(args) -> int:
+    source = [source_path(args.source)]
+    if args.gantt:
+        plots.check_picture_path(args.gantt, "--gantt", keep_out_of=source)
+    if args.trace:
+        check_output_file(args.trace, "--trace", keep_out_of=source)
+    if args.tensorboard:
+        check_output_folder(args.tensorboard, "--tensorboard", keep_out_of=source)
     simulation = api.simulate(args.source, args.placement, devices=args.devices,
                               cluster=args.cluster, schedule=bool(args.gantt or args.trace),
                               cache=args.cache, signature=args.signature, tag_set=args.tag_set)
@@ -692,7 +737,8 @@ def _show(args) -> int:
 def _train(args) -> int:
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.real import RealSteps
-    from tf_placeto.policy.training import CHECKPOINTS, LOG, iterations_by_setting, read_log
+    from tf_placeto.policy.training import (CHECKPOINTS, check_training_folder,
+                                            iterations_by_setting)
 
     if args.steps < 1 and not args.imitate and not args.real_steps:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
@@ -708,6 +754,7 @@ def _train(args) -> int:
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
                              "give --imitate or --keep-imitating too")
     registry.member_range(args.members)     # bad input is said before a cluster starts
+    check_training_folder(args.out)
     if args.warm_start and not os.path.isdir(os.path.join(args.warm_start, CHECKPOINTS)):
         raise InputError(f"--warm-start {args.warm_start}: not a training directory (it has "
                          f"no {CHECKPOINTS}/)")
@@ -751,8 +798,7 @@ def _train(args) -> int:
             print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
                   f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
                   f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
-    curve = plots.learning_curve(read_log(os.path.join(args.out, LOG)),
-                                 os.path.join(args.out, "learning_curve.png"))
+    curve = plots.learning_curve(trainer.logged(), os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {policy}")
     print(f"learning curve: {curve}")
     return EXIT_OK

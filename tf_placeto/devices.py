@@ -8,22 +8,34 @@ in any job, so a placed graph runs wherever it is loaded); devices of other jobs
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Iterable, Optional, Sequence
 
 from tf_placeto.errors import DeviceError, InputError
 
 _LOCAL_JOBS = (None, "localhost")
-_INTEGER = re.compile(r"^\d+$")
+_INTEGER = re.compile(r"^\d{1,4000}$")       # int() refuses more than 4,300 digits
 _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _AMOUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+# What a byte count holds in TensorFlow and in the kernel's limits (64-bit): an amount beyond
+# it (1e999GB reads as infinity) is no amount of memory.
+MAX_BYTES = 2**63 - 1
+# Logical CPUs of one process. TensorFlow makes any number (65,536 took 2.5 s and 285 MiB at
+# session start here, so /device:CPU:2147483647 asks for terabytes), but they share the
+# process's cores and thread pools: more add no parallelism, and a profile times the link of
+# every pair (256 devices: 32,640 pairs, about 0.6 s each here).
+MAX_LOGICAL_CPUS = 256
+_LOGICAL_CPUS = (f"at most {MAX_LOGICAL_CPUS} logical CPUs in one process (/device:CPU:0 to "
+                 f"/device:CPU:{MAX_LOGICAL_CPUS - 1}): they all share its cores, and profiling "
+                 "times the link of every pair")
 
 
 def memory_amount(text: str, what: str, or_else: str = "") -> tuple:
     """(number, bytes per unit, the unit as written) of "2GiB", "500MB" or "123456789"; an
     InputError that names `what` (and `or_else`, what else it may be) for anything else, or
-    for an amount that is not positive."""
+    for an amount that is not positive or beyond MAX_BYTES."""
     match = _AMOUNT.match(str(text))
     unit = match.group(2) if match else None
     if not match or unit.upper() not in _BYTE_UNITS:
@@ -32,6 +44,9 @@ def memory_amount(text: str, what: str, or_else: str = "") -> tuple:
     value = float(match.group(1))
     if value <= 0:
         raise InputError(f"{what} {text!r} must be positive")
+    if not math.isfinite(value) or value * _BYTE_UNITS[unit.upper()] > MAX_BYTES:
+        raise InputError(f"{what} {text!r} is more than any memory: at most "
+                         f"{MAX_BYTES / 2**60:.0f} EiB (a 64-bit count of bytes)")
     return value, _BYTE_UNITS[unit.upper()], unit
 
 
@@ -99,7 +114,8 @@ class DeviceSet:
 
     `DeviceSet.this_machine()` is open-ended for CPUs: TensorFlow can split the CPU into any
     number of logical devices (tf.config.set_logical_device_configuration), so /device:CPU:k
-    exists for every k once the program asks for it. GPUs exist as far as they are present.
+    exists for every k below MAX_LOGICAL_CPUS once the program asks for it. GPUs exist as far
+    as they are present.
     """
 
     def __init__(self, devices: Iterable[Device], open_cpu: bool = False,
@@ -127,6 +143,8 @@ class DeviceSet:
                 raise DeviceError(f"{count} GPUs asked for, but this machine has {gpus}: "
                                   + ", ".join(f"/device:GPU:{i}" for i in range(gpus)))
             return cls([Device("localhost", 0, 0, "GPU", i) for i in range(count)])
+        if count > MAX_LOGICAL_CPUS:
+            raise DeviceError(f"{count} logical CPU devices asked for: {_LOGICAL_CPUS}")
         return cls([Device("localhost", 0, 0, "CPU", i) for i in range(count)],
                    description=f"{count} logical CPU devices")
 
@@ -181,6 +199,8 @@ class DeviceSet:
         if device.name in self._names:
             return device.name
         if self.open_cpu and device.is_local and device.device_type == "CPU":
+            if device.index >= MAX_LOGICAL_CPUS:
+                raise DeviceError(f"device {text!r} does not exist: {_LOGICAL_CPUS}")
             return device.name
         hint = ""
         if not device.is_local and self.open_cpu:

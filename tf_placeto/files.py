@@ -4,7 +4,7 @@
   fsync'd, renamed, its folder fsync'd).
 - `append_record` / `read_records`: JSON-lines logs. An append starts on a fresh line (a
   record after a torn one is kept); a reader skips the lines it cannot read, names the file
-  in one line and writes it back without them.
+  in one line and writes it back without them. The logs of a folder share one lock.
 - `FileLock`: one process at a time (flock), re-entrant within a process; a process that
   must wait says so once.
 - `Staging` and `replace_path`: a file or folder is written into a staging folder beside
@@ -26,11 +26,14 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
 import time
 from typing import Callable, Optional
+
+from tf_placeto.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,10 @@ PRIVATE = 0o700
 _UMASK = os.umask(0o022)          # read once, as the process starts using this module
 os.umask(_UMASK)
 STAGING_PREFIX = ".tf-placeto-staging-"
+# Older versions' staging folders (tempfile.mkdtemp(prefix=".tf-placeto-"), no owner file),
+# told from anything of the user's by their name and by holding only what they staged.
+_LEGACY_STAGING = re.compile(r"^\.tf-placeto-[a-z0-9_]{8}$")
+_LEGACY_ENTRIES = {"model", "graph", "replaced"}
 _OWNER_FILE = ".owner"            # in a staging folder: locked while its process lives
 _INTENT_FILE = "intent.json"      # in a staging folder: the swap it is doing, for a sweep
 _ASIDE = "replaced"               # in a staging folder: the old destination, during a swap
@@ -103,7 +110,10 @@ def write_atomically(path: str, write: Callable, binary: bool = False,
     later run would take for anything (its name starts with a dot and ends .tmp). The file
     gets the modes the user's umask gives, or only the user's with `private` (the cache)."""
     folder = os.path.dirname(os.path.abspath(path))
-    makedirs_private(folder)
+    if private:
+        makedirs_private(folder)
+    else:
+        os.makedirs(folder, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                      dir=folder)
     try:
@@ -122,6 +132,46 @@ def write_atomically(path: str, write: Callable, binary: bool = False,
             with contextlib.suppress(FileNotFoundError):
                 os.remove(temporary)
     return path
+
+
+# ---- paths a user names for output -----------------------------------------------------------
+def check_output_file(path: str, what: str, keep_out_of=()) -> None:
+    """Refuse, before any work, a file output (`what`: its flag) that cannot be written: its
+    folder missing or not writable, a folder in its place, or inside one of `keep_out_of`
+    (the SOURCE: what a command reads is never written)."""
+    _check_outside(path, what, keep_out_of)
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise InputError(f"{what} {path} is a folder: give a file name")
+    _check_folder_writable(os.path.dirname(real), path, what)
+
+
+def check_output_folder(path: str, what: str, keep_out_of=()) -> None:
+    """As check_output_file, for an output folder: an existing folder, or one that can be
+    made in an existing folder."""
+    _check_outside(path, what, keep_out_of)
+    real = os.path.realpath(path)
+    if os.path.lexists(path) and not os.path.isdir(real):
+        raise InputError(f"{what} {path} exists and is not a folder")
+    _check_folder_writable(real if os.path.isdir(real) else os.path.dirname(real), path, what)
+
+
+def _check_outside(path: str, what: str, keep_out_of) -> None:
+    real = os.path.realpath(path)
+    for other in keep_out_of:
+        if other is None:
+            continue
+        other_real = os.path.realpath(other)
+        if real == other_real or real.startswith(other_real.rstrip(os.sep) + os.sep):
+            raise InputError(f"{what} {path} is inside {other}, which this command reads: "
+                             "write it somewhere else")
+
+
+def _check_folder_writable(folder: str, path: str, what: str) -> None:
+    if not os.path.isdir(folder):
+        raise InputError(f"{what} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {path}: cannot write in {folder}")
 
 
 # ---- JSON-lines logs ------------------------------------------------------------------------
@@ -188,8 +238,9 @@ def _parsed_lines(path: str, valid) -> tuple:
 
 
 def _lock_path(path: str) -> str:
-    folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, f".{name}.lock")
+    """One lock for the logs of a folder: appends are short, and a log that comes and goes
+    (a measurement's journal) leaves no lock file of its own behind."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), ".logs.lock")
 
 
 # ---- locks ----------------------------------------------------------------------------------
@@ -394,7 +445,8 @@ def sweep_staging(parent: str) -> list:
     Returns the destinations restored."""
     restored = []
     try:
-        names = [name for name in os.listdir(parent) if name.startswith(STAGING_PREFIX)]
+        names = [name for name in os.listdir(parent) if name.startswith(STAGING_PREFIX)
+                 or _is_legacy_staging(os.path.join(parent, name))]
     except OSError:
         return restored
     for name in names:
@@ -415,6 +467,11 @@ def sweep_staging(parent: str) -> list:
         except OSError:
             continue
     return restored
+
+
+def _is_legacy_staging(path: str) -> bool:
+    return bool(_LEGACY_STAGING.match(os.path.basename(path))) and os.path.isdir(path) \
+        and not os.path.islink(path) and set(os.listdir(path)) <= _LEGACY_ENTRIES
 
 
 def _restore(folder: str) -> list:

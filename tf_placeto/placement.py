@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError, PlacementError
+from tf_placeto.files import write_atomically
 from tf_placeto.graph.colocation import ColocationSets, colocation_sets
 from tf_placeto.graph.kernels import kernel_device_types
 from tf_placeto.graph.op_graph import OpGraph
 
 _LISTED = 5
+# A placement names each op once, in about 100 bytes: this holds millions of ops, more than
+# any graph has. A bigger file (or an endless one, /dev/zero) is not read to the end.
+MAX_FILE_BYTES = 256 * 2**20
+# A JSON string, or one left open to the end: every quote starts a match, so that taking
+# the strings out of a text takes one pass over it.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NON_BRACKETS = re.compile(r"[^\[\]{}]+")
+_OPENED_IN_OPENED = re.compile(r"[\[{][\[{]")
 
 
 class Placement(Mapping):
@@ -41,14 +51,13 @@ class Placement(Mapping):
 
     @classmethod
     def from_json(cls, path: str) -> "Placement":
+        """The placement in a JSON file. JSON that nests (an object or array inside another)
+        is no placement, and is refused before it is parsed: however deep it goes, parsing
+        never recurses."""
+        text = _read_text(path)
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError as exc:
-            raise PlacementError(f"{path}: no such placement file") from exc
-        except OSError as exc:
-            raise PlacementError(f"{path}: cannot read the placement ({exc.strerror})") from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = None if _nests(text) else json.loads(text)
+        except json.JSONDecodeError as exc:
             raise PlacementError(f"{path}: not valid JSON ({exc})") from exc
         if not isinstance(data, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
@@ -57,12 +66,9 @@ class Placement(Mapping):
         return cls(data)
 
     def to_json(self, path: str) -> str:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self._devices, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-        return path
+        """Write the placement to `path` whole (files.write_atomically)."""
+        return write_atomically(path, lambda file: file.write(
+            json.dumps(self._devices, indent=1, sort_keys=True) + "\n"))
 
     def validate(self, graph: OpGraph, devices: DeviceSet,
                  colocation: ColocationSets | None = None) -> "Placement":
@@ -106,6 +112,30 @@ class Placement(Mapping):
             for i in members:
                 full[graph.ops[i].name] = device
         return Placement(full)
+
+
+def _read_text(path: str) -> str:
+    """A placement file's text, read no further than MAX_FILE_BYTES."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise PlacementError(f"{path}: no such placement file") from exc
+    except OSError as exc:
+        raise PlacementError(f"{path}: cannot read the placement ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise PlacementError(f"{path}: not valid JSON ({exc})") from exc
+    if len(text) > MAX_FILE_BYTES:
+        raise PlacementError(f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB, more than the "
+                             "placement of any graph (about 100 bytes per op)")
+    return text
+
+
+def _nests(text: str) -> bool:
+    """Whether JSON `text` opens an object or array inside another: its brackets outside
+    strings, with two openings in a row."""
+    brackets = _NON_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    return _OPENED_IN_OPENED.search(brackets) is not None
 
 
 def _first_without_kernel(graph: OpGraph, members, device_type: str) -> str:

@@ -7,10 +7,14 @@ neither pyplot nor the process's backend is touched, so a program that shows its
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
 from tf_placeto.compare import LOWER_BOUND
+from tf_placeto.errors import InputError
+from tf_placeto.files import check_output_file, write_atomically
 
 _TRANSFER_COLOR = "#999999"
 
@@ -23,6 +27,28 @@ def _figure(**options):
     figure = Figure(**options)
     FigureCanvasAgg(figure)
     return figure
+
+
+def check_picture_path(path: str, what: str, keep_out_of=()) -> None:
+    """Refuse, before any work, a picture that cannot be written: the path (as
+    files.check_output_file) or a format that matplotlib cannot draw, named by its
+    extension."""
+    check_output_file(path, what, keep_out_of)
+    supported = _figure().canvas.get_supported_filetypes()
+    if _format(path) not in supported:
+        raise InputError(f"{what} {path}: a picture ends in one of "
+                         + ", ".join(f".{kind}" for kind in sorted(supported)))
+
+
+def _format(path: str) -> str:
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def _save(figure, path: str) -> str:
+    """Draw `figure` into `path` whole (files.write_atomically), in the format its extension
+    names (PNG by default)."""
+    return write_atomically(path, lambda file: figure.savefig(file, format=_format(path),
+                                                              dpi=120), binary=True)
 
 
 def _colormap(name: str):
@@ -74,8 +100,7 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
     figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8,
                   bbox_to_anchor=(0.5, 1.0))
     figure.tight_layout(rect=(0, 0, 1, 0.88))
-    figure.savefig(path, dpi=120)
-    return path
+    return _save(figure, path)
 
 
 def gantt(schedule: pd.DataFrame, path: str, title: str = "") -> str:
@@ -99,8 +124,7 @@ def gantt(schedule: pd.DataFrame, path: str, title: str = "") -> str:
     axis.set_xlabel("time in the step (ms)")
     axis.set_title(title or "simulated schedule")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    return path
+    return _save(figure, path)
 
 
 def _short(device: str) -> str:
@@ -163,5 +187,4 @@ def learning_curve(log: dict, path: str) -> str:
     right.set_title("reinforcement learning" if len(iterations)
                     else "reinforcement learning (none)", fontsize=10)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    return path
+    return _save(figure, path)

@@ -17,17 +17,20 @@ standard implementation instead of cuDNN's).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
-import tempfile
 from typing import Optional
 
 from google.protobuf import text_format
 
 from tf_placeto.errors import SourceError
+from tf_placeto.files import Staging, check_output_file
 from tf_placeto.graph.importer import CALL_OPS, called_functions
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.graph.sources import SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, Source
+from tf_placeto.graph.sources import (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, Source,
+                                      is_graph_file)
 
 _FINGERPRINT_FILE = "fingerprint.pb"
 _IMPLEMENTS = "api_implements"
@@ -237,9 +240,19 @@ def _place_saved_variables(meta_graph, graph: OpGraph, device_of: dict) -> None:
                 saved.variable.device = device
 
 
-# ---- files ---------------------------------------------------------------------------------
+# ---- files ----------------------------------------------------------------------------------
+# What a SavedModel folder holds, and so what --overwrite may replace in one; beside the
+# names the source itself has at its top level, which the placed copy gets too.
+SAVED_MODEL_ENTRIES = {SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, _FINGERPRINT_FILE, "variables",
+                       "assets", "assets.extra", "keras_metadata.pb"}
+_VARIABLE_FILE = re.compile(r"^variables\.(index|data-\d+-of-\d+)$")
+
+
 def check_output_path(source_path, out: str, overwrite: bool) -> None:
-    """Refuse an OUT that is SOURCE, lies inside it or holds it, or exists (unless overwrite)."""
+    """Refuse, before any work, an OUT that is SOURCE, lies inside it or holds it, whose
+    folder does not exist, or that exists: with `overwrite`, unless it is what this write
+    would make (a SavedModel folder for a SavedModel source, a graph file for a graph file),
+    so that nothing else of the user's can be replaced."""
     out_real = os.path.realpath(out)
     if source_path is not None:
         src_real = os.path.realpath(source_path)
@@ -248,34 +261,113 @@ def check_output_path(source_path, out: str, overwrite: bool) -> None:
         for inner, outer in ((out_real, src_real), (src_real, out_real)):
             if inner.startswith(outer.rstrip(os.sep) + os.sep):
                 raise SourceError(f"OUT {out} and SOURCE {source_path} contain one another")
-    if os.path.lexists(out) and not overwrite:
-        raise SourceError(f"OUT {out} exists; pass --overwrite to replace it")
     parent = os.path.dirname(out_real)
     if not os.path.isdir(parent):
         raise SourceError(f"OUT {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SourceError(f"OUT {out}: cannot write in {parent}")
+    if not os.path.lexists(out):
+        return
+    if not overwrite:
+        raise SourceError(f"OUT {out} exists; pass --overwrite to replace it")
+    in_the_way = _not_replaceable(out, source_path)
+    if in_the_way:
+        raise SourceError(f"OUT {out} is not {in_the_way}: --overwrite replaces only what "
+                          "tf-placeto writes; give another OUT, or move it away yourself")
+
+
+def _not_replaceable(out: str, source_path) -> Optional[str]:
+    """Why `out` may not be replaced by a placed copy of `source_path`, as the end of "OUT
+    is not ..." (None: it may)."""
+    if os.path.islink(out):
+        return "a folder or file but a symbolic link"
+    if source_path is None or not os.path.isdir(source_path):
+        if os.path.isfile(out) and is_graph_file(out):
+            return None
+        return "a GraphDef or MetaGraphDef file"
+    if not os.path.isdir(out):
+        return "a SavedModel folder"
+    entries = set(os.listdir(out))
+    allowed = SAVED_MODEL_ENTRIES | set(os.listdir(source_path))
+    foreign = sorted(entries - allowed)
+    if not foreign and os.path.isdir(os.path.join(out, "variables")):
+        foreign = [os.path.join("variables", name)
+                   for name in sorted(os.listdir(os.path.join(out, "variables")))
+                   if not _VARIABLE_FILE.match(name)]
+    if foreign:
+        return f"a SavedModel folder: it holds {', '.join(foreign[:3])}" + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    if entries and not entries & {SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE}:
+        return f"a SavedModel folder: it has no {SAVED_MODEL_FILE}"
+    return None
+
+
+def check_placement_path(path: str, source_path, overwrite: bool, out: Optional[str] = None
+                         ) -> None:
+    """Refuse, before any work, a placement file that cannot be written where asked: inside
+    SOURCE or OUT, in a missing folder, or an existing file (with `overwrite`: one that is not
+    a placement, a JSON object of op names to devices)."""
+    check_output_file(path, "the placement file", keep_out_of=(source_path, out))
+    if not os.path.lexists(path):
+        return
+    if not overwrite:
+        raise SourceError(f"the placement file {path} exists; pass --overwrite to replace it")
+    if not _is_placement_file(path):
+        raise SourceError(f"the placement file {path} exists and is not a placement (a JSON "
+                          "object of op names to devices): --overwrite replaces only what "
+                          "tf-placeto writes")
+
+
+def _is_placement_file(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                          for k, v in data.items())
 
 
 def write_placed(source: Source, proto, out: str, overwrite: bool = False) -> str:
-    """Write `proto` to `out` in the source's own kind; nothing is left half-written."""
+    """Write `proto` to `out` in the source's own kind; nothing is left half-written and the
+    old OUT survives any failure whole (tf_placeto.files.Staging)."""
     check_output_path(source.path, out, overwrite)
-    parent = os.path.dirname(os.path.realpath(out))
-    staging = tempfile.mkdtemp(prefix=".tf-placeto-", dir=parent)
-    try:
+    if source.kind == "saved_model":
+        check_links(source.path)
+    with Staging(out) as staging:
         if source.kind == "saved_model":
-            written = os.path.join(staging, "model")
-            shutil.copytree(source.path, written, ignore=shutil.ignore_patterns(
+            written = staging.path("model")
+            shutil.copytree(source.path, written, symlinks=True, ignore=shutil.ignore_patterns(
                 SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, _FINGERPRINT_FILE))
             name = SAVED_MODEL_TEXT_FILE if source.text_format else SAVED_MODEL_FILE
             _write_proto(proto, os.path.join(written, name), source.text_format)
             if not source.text_format:      # TensorFlow fingerprints binary SavedModels only
                 _write_fingerprint(written)
+            staging.replace("model")
         else:
-            written = os.path.join(staging, "graph")
-            _write_proto(proto, written, source.text_format)
-        _move_into_place(written, out, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            _write_proto(proto, staging.path("graph"), source.text_format)
+            staging.replace("graph")
     return out
+
+
+def check_links(saved_model: str) -> None:
+    """Refuse a SavedModel whose copy would not be itself: a symbolic link in it is copied
+    as a link, never followed, so one that climbs out of the folder with a relative path
+    would point elsewhere from OUT; and only files, folders and links are copied."""
+    root = os.path.realpath(saved_model)
+    for folder, names, files in os.walk(saved_model):
+        for name in names + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                target = os.readlink(path)
+                if not os.path.isabs(target) and not os.path.normpath(os.path.join(
+                        os.path.realpath(folder), target)).startswith(root + os.sep):
+                    raise SourceError(f"{path} links to {target}, outside the SavedModel: its "
+                                      "copy would point elsewhere; replace the link by the "
+                                      "file, or make it absolute")
+            elif not (os.path.isdir(path) or os.path.isfile(path)):
+                raise SourceError(f"{path} is neither a file nor a folder: a SavedModel "
+                                  "holds only those")
 
 
 def _write_proto(proto, path: str, as_text: bool) -> None:
@@ -294,10 +386,3 @@ def _write_fingerprint(export_dir: str) -> None:
 
     with open(os.path.join(export_dir, _FINGERPRINT_FILE), "wb") as f:
         f.write(fingerprinting.CreateFingerprintDef(export_dir))
-
-
-def _move_into_place(written: str, out: str, staging: str) -> None:
-    """Swap `written` in for `out`; a replaced OUT goes to staging, which is then removed."""
-    if os.path.lexists(out):
-        os.replace(out, os.path.join(staging, "replaced"))
-    os.replace(written, out)

@@ -319,9 +319,31 @@ def test_a_split_chain_streams_faster_than_one_worker(tmp_path):
 
 
 def test_a_memory_cap_and_threads_name_the_same_devices():
-    assert cluster_device_names("local:3,memory=1.5GiB") == cluster_device_names("local:3")
-    assert cluster_device_names("local:3,threads=1") == cluster_device_names("local:3")
-    assert len(cluster_device_names("local:3")) == 3
+    assert cluster_device_names("local:2,memory=1.5GiB") == cluster_device_names("local:2")
+    assert cluster_device_names("local:2,threads=1") == cluster_device_names("local:2")
+    assert len(cluster_device_names("local:2")) == 2
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("local:500", "at most 2 local workers here: each runs on a core of its own, and this "
+                  "process may use 2; for more devices in one process, use --devices N"),
+    ("local:3", "at most 2 local workers here"),
+    ("local:1,memory=1e999GB", "'1e999GB' is more than any memory"),
+    ("local:1,memory=64GiB", "64GiB is more than this machine has (32.0 GiB)"),
+    ("local:1,threads=65", "at most 64 inter-op threads per worker: they take turns on its one "
+                           "core, and each reserves a stack that memory=SIZE counts"),
+    ("local:²", "local:N with N >= 1"),
+    ("local:1,threads=²", "'threads=²' is neither memory=SIZE nor threads=T"),
+])
+def test_a_local_spec_asks_for_no_more_than_this_machine_runs(spec, message, monkeypatch):
+    """Said where the spec is read, before any worker starts; the machine is made to have 2
+    cores and 32 GiB, whatever runs the test. LocalCluster itself shares cores round robin."""
+    monkeypatch.setattr(cluster_module, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(cluster_module, "memory_bytes", lambda: 32 * 2**30)
+    with pytest.raises(PlacetoError, match=re.escape(message)) as raised:
+        cluster_device_names(spec)
+    assert "\n" not in str(raised.value)
+    assert len(cluster_device_names("local:2,memory=32GiB,threads=64")) == 2
 
 
 def test_a_memory_cap_below_what_a_worker_uses_is_refused_and_stops_it():
@@ -523,3 +545,15 @@ def test_workers_die_with_their_owner(signum):
         assert not os.path.exists(os.path.dirname(started["logs"][0]))
     else:
         shutil.rmtree(os.path.dirname(started["logs"][0]))
+
+
+def test_workers_start_in_a_private_folder_on_cores_of_their_own(tmp_path, monkeypatch):
+    """A module in the caller's folder that shadows one a worker imports is never imported,
+    and the cluster's runtime is known by its options (not only by its device names)."""
+    (tmp_path / "numpy.py").write_text("raise ImportError('the stray numpy.py was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    with LocalCluster(1, op_threads=1) as local:
+        local.check()
+        assert local.cores[0] in os.sched_getaffinity(0)
+        assert local.fingerprint() == cluster_module.cluster_fingerprint("local:1,threads=1")
+        assert local.fingerprint() != cluster_module.cluster_fingerprint("local:1")

@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 
 import tf_placeto as tp
-from tf_placeto.measure.costmodel import CostModel, profile_key
+from tf_placeto.measure.costmodel import CostModel, profile_key, write_table
+
+HERE = {"runtime": "this process", "host": "here", "cpu": "a CPU", "cores": 2, "gpus": [],
+        "tensorflow": "2.21.0"}
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +30,14 @@ def _model(graph):
     return CostModel(ops=ops, links=links, meta={"key": "k", "devices": ["a"]})
 
 
-def test_the_key_changes_with_devices_but_not_with_reloading(graph, mlp_model):
-    same, _ = profile_key(tp.import_graph(mlp_model), ["/device:CPU:0"])
-    assert profile_key(graph, ["/device:CPU:0"])[0] == same
-    assert profile_key(graph, ["/device:CPU:0", "/device:CPU:1"])[0] != same
-    _, parts = profile_key(graph, ["/device:CPU:0"])
-    assert parts["inputs"] and parts["tensorflow"] and parts["graph"]
+def test_the_key_changes_with_devices_and_runtime_but_not_with_reloading(graph, mlp_model):
+    same, _ = profile_key(tp.import_graph(mlp_model), ["/device:CPU:0"], HERE)
+    assert profile_key(graph, ["/device:CPU:0"], HERE)[0] == same
+    assert profile_key(graph, ["/device:CPU:0", "/device:CPU:1"], HERE)[0] != same
+    for other in ({"host": "there"}, {"tensorflow": "2.22.0"}, {"cores": 1}):
+        assert profile_key(graph, ["/device:CPU:0"], {**HERE, **other})[0] != same
+    _, parts = profile_key(graph, ["/device:CPU:0"], HERE)
+    assert parts["inputs"] and parts["runtime"] == HERE and parts["graph"]
 
 
 def test_save_and_load_round_trip_in_open_formats(graph, tmp_path):
@@ -47,23 +52,43 @@ def test_save_and_load_round_trip_in_open_formats(graph, tmp_path):
     assert CostModel.load(str(tmp_path / "nothing")) is None
 
 
-@pytest.mark.parametrize("damaged", ["profile.json", "ops.csv", "links.csv"])
+def _cut_short(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 3])
+
+
+def _one_link_less(path):
+    """links.csv without its last link, recorded so in profile.json: whole, but a pair of
+    devices has no link."""
+    meta_path = os.path.join(os.path.dirname(path), "profile.json")
+    meta = json.load(open(meta_path))
+    meta["tables"]["links.csv"] = write_table(path, pd.read_csv(path).iloc[:-1])
+    json.dump(meta, open(meta_path, "w"))
+
+
+@pytest.mark.parametrize("damaged, damage, why", [
+    ("profile.json", _cut_short, "profile.json does not parse"),
+    ("ops.csv", _cut_short, "cut short"), ("links.csv", _cut_short, "cut short"),
+    ("links.csv", _one_link_less, "no link measurement from /device:CPU:1 to /device:CPU:0")])
 def test_a_damaged_profile_is_named_and_removed_but_its_run_logs_kept(graph, tmp_path, caplog,
-                                                                      damaged):
+                                                                      damaged, damage, why):
     directory = str(tmp_path / "profile")
-    _model(graph).save(directory)
+    model = _model(graph)
+    model.meta["devices"] = ["/device:CPU:0", "/device:CPU:1"]
+    model.save(directory)
+    assert CostModel.load(directory) is not None
     with open(os.path.join(directory, "results.jsonl"), "w") as log:
         log.write('{"key": "measured"}\n')
-    path = os.path.join(directory, damaged)
-    with open(path) as f:
-        text = f.read()
-    with open(path, "w") as f:
-        f.write(text[: len(text) // 3])
+    damage(os.path.join(directory, damaged))
     with caplog.at_level("WARNING"):
         assert CostModel.load(directory) is None
-    assert f"the cached profile at {directory} is damaged" in caplog.text
-    assert "profiling again" in caplog.text
-    assert os.listdir(directory) == ["results.jsonl"]
+    [line] = caplog.messages
+    assert line.startswith(f"the cached profile at {directory} is damaged (") and why in line
+    assert line.endswith("profiling again")
+    assert [name for name in os.listdir(directory) if not name.startswith(".")] == \
+        ["results.jsonl"]
     caplog.clear()
     assert CostModel.load(directory) is None and not caplog.text   # no entry: no warning
 
@@ -133,8 +158,8 @@ def test_a_placed_copy_has_the_profile_of_its_source(graph, mlp_model, tmp_path)
 
     placed = tp.apply_placement(graph, round_robin(tp.group(graph, max_groups=4)),
                                 str(tmp_path / "placed"))
-    assert profile_key(tp.import_graph(placed.out), ["/device:CPU:0"]) == \
-        profile_key(graph, ["/device:CPU:0"])
+    assert profile_key(tp.import_graph(placed.out), ["/device:CPU:0"], HERE) == \
+        profile_key(graph, ["/device:CPU:0"], HERE)
 
 
 def test_simulated_devices_may_have_other_links(graph):

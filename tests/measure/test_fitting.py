@@ -276,15 +276,16 @@ def test_every_real_measurement_is_logged_for_the_next_fit(mlp_model, graph, tmp
     """`measure` appends its real runs beside the graph's profile on those devices, where the
     next load of the profile refits on them."""
     from tf_placeto import api
-    from tf_placeto.measure.costmodel import profile_directory, profile_key
+    from tf_placeto.measure.costmodel import graph_profile_directory
+    from tf_placeto.measure.runtime import planned_runtime
 
     devices = ["/device:CPU:0", "/device:CPU:1"]
     moved = dict.fromkeys([op.name for op in graph.ops], devices[1])
     results = api.measure_steps(mlp_model, [None, moved], labels=["as written", "moved"],
                                 devices="2", repeats=3, cache=str(tmp_path))
     assert [r.status for r in results] == ["ok", "ok"]
-    observations = fitting.read(profile_directory(profile_key(graph, devices)[0],
-                                                  str(tmp_path)), len(graph.ops))
+    observations = fitting.read(graph_profile_directory(graph, *planned_runtime("2"),
+                                                        str(tmp_path)), len(graph.ops))
     assert [(o.label, o.origin) for o in observations] == [("as written", "measure"),
                                                            ("moved", "measure")]
     assert observations[1].assignment == [1] * len(graph.ops)

@@ -142,12 +142,13 @@ def test_a_loop_op_owns_its_lowered_body_and_counts_its_iterations(loop_model, t
 def test_a_cached_profile_on_a_cluster_starts_no_workers(mlp_model, tmp_path, monkeypatch):
     from tests.helpers import estimated_cost_model
     from tf_placeto.measure import cluster as cluster_module
-    from tf_placeto.measure.costmodel import profile_directory, profile_key
+    from tf_placeto.measure.costmodel import graph_profile_directory
+    from tf_placeto.measure.runtime import planned_runtime
 
     graph = tp.import_graph(mlp_model)
-    names = cluster_module.cluster_device_names("local:2")
+    names, fingerprint = planned_runtime(cluster="local:2")
     assert names == [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in (0, 1)]
-    directory = profile_directory(profile_key(graph, names)[0], str(tmp_path))
+    directory = graph_profile_directory(graph, names, fingerprint, str(tmp_path))
     estimated_cost_model(graph).save(directory)
 
     def started(*args, **kwargs):

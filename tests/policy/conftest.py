@@ -11,7 +11,7 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def cnn_on_devices(small_cnn_model, tmp_path_factory):
+def cnn_on_devices(small_cnn_model, small_profiles):
     """The small CNN's problem on 2, 5 and 16 devices alike (beyond the two profiled ones,
     simulated like them)."""
     import tf_placeto as tp
@@ -19,5 +19,5 @@ def cnn_on_devices(small_cnn_model, tmp_path_factory):
     from tf_placeto.workload import load_workload
 
     workload = load_workload(small_cnn_model, Runtime.local(tp.DeviceSet.local(2)),
-                             max_groups=12, cache=str(tmp_path_factory.mktemp("profiles")))
+                             max_groups=12, cache=small_profiles)
     return {n: workload.problem(n) for n in (2, 5, 16)}

@@ -21,6 +21,12 @@ from tf_placeto.graph.op_graph import DataEdge, FunctionInstance, Op, OpGraph, T
 from tf_placeto.graph.sources import load_source
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# Bounds on inlining, far above real models: the bundled examples and Keras applications nest
+# calls 2 deep, and the largest bundled graph (NASNet) has 16,127 ops. An imported op costs
+# about 4 KiB and 0.2 ms here, so a million take 4 GiB and minutes; calls nested much deeper
+# would reach Python's recursion limit.
+MAX_CALL_DEPTH = 64
+MAX_OPS = 1_000_000
 _ATOMIC_CALL_ATTRS = ("_XlaMustCompile", "_noinline")
 _LOOP_BACK_OPS = ("NextIteration", "RefNextIteration")
 
@@ -68,15 +74,49 @@ class _Flattener:
 
     # ---- expansion -------------------------------------------------------------------------
     def expand_top_level(self):
+        self._check_calls()
         nodes = list(self.graph_def.node)
         self._expand(nodes, prefix="", scope=None, inherited_controls=[])
+
+    def _check_calls(self) -> None:
+        """Refuse, before anything is inlined, a graph whose inlining would never end (a
+        function that calls itself) or would not fit: calls nested deeper than MAX_CALL_DEPTH,
+        more than MAX_OPS ops in all; and a node that names a function the library lacks. A
+        function is sized once per level it is called at, so calls that double at every level
+        are refused as fast as a chain of them."""
+        inlined = {}              # (function name, level of the call) -> its ops once inlined
+
+        def size(nodes, calling: list) -> int:
+            if len(calling) > MAX_CALL_DEPTH:
+                raise SourceError(f"function calls nest more than {MAX_CALL_DEPTH} deep (at "
+                                  f"function {calling[-1]!r}); real models nest a few")
+            ops = 0
+            for node in nodes:
+                self._check_function_references(node)
+                callee = self._inlinable_callee(node)
+                if callee is None:
+                    ops += 1
+                    continue
+                name = callee.signature.name
+                if name in calling:
+                    loop = " -> ".join(calling[calling.index(name):] + [name])
+                    raise SourceError(f"function {name!r} calls itself ({loop}): its calls "
+                                      "can never all be inlined")
+                key = (name, len(calling))
+                if key not in inlined:
+                    inlined[key] = size(callee.node_def, calling + [name])
+                ops += inlined[key]
+            return ops
+
+        if size(self.graph_def.node, []) > MAX_OPS:
+            raise SourceError(f"the graph has more than {MAX_OPS:,} ops once its function "
+                              "calls are inlined: more than tf-placeto places")
 
     def _expand(self, nodes, prefix: str, scope: Optional[FunctionInstance], inherited_controls):
         in_function = scope is not None
         by_name = {n.name: n for n in nodes}
         for node in nodes:
             flat = prefix + node.name
-            self._check_function_references(node)
             inputs = [self._parse_input(s, prefix, in_function, by_name) for s in node.input]
             controls = [k for k in inputs if k[0] == "c"]
             data = [k for k in inputs if k[0] != "c"]

@@ -99,12 +99,16 @@ def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> S
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or directory")
     if os.path.isdir(path):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise SourceError(f"cannot read {path}: permission denied")
         if not any(os.path.isfile(os.path.join(path, f))
                    for f in (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE)):
             raise SourceError(f"{path}: a directory without {SAVED_MODEL_FILE} is not a SavedModel")
         return _load_saved_model(path, signature, tag_set)
-    with open(path, "rb") as f:
-        data = f.read()
+    if not os.path.isfile(path):        # reading a pipe would wait for a writer
+        raise SourceError(f"{path}: neither a file nor a folder (a pipe, socket or device): "
+                          "give a SavedModel folder or a graph file")
+    data = _read_file(path)
     if not data:
         raise SourceError(f"{path}: the file is empty")
     proto, is_text = _parse_graph_file(path, data)
@@ -117,6 +121,15 @@ def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> S
     sig = _pick_signature(proto, signature, path) if (proto.signature_def or signature) else None
     return Source("meta_graph_def", proto, proto.graph_def, _signature_fetches(proto, sig),
                   path=path, text_format=is_text, signature=sig)
+
+
+def _read_file(path: str) -> bytes:
+    """A file's bytes; one that cannot be read (permission denied, a socket) is bad input."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {(exc.strerror or str(exc)).lower()}") from exc
 
 
 def _parse_graph_file(path: str, data: bytes):
@@ -175,9 +188,8 @@ def _load_saved_model(path: str, signature: Optional[str], tag_set: Optional[str
     proto = saved_model_pb2.SavedModel()
     is_text = not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE))
     file = os.path.join(path, SAVED_MODEL_TEXT_FILE if is_text else SAVED_MODEL_FILE)
+    data = _read_file(file)
     try:
-        with open(file, "rb") as f:
-            data = f.read()
         if is_text:
             text_format.Parse(data.decode("utf-8"), proto)
         else:
@@ -266,3 +278,14 @@ def _load_function(fn, example_args) -> Source:
     graph_def = concrete.graph.as_graph_def(add_shapes=True)
     fetches = [t.name for t in concrete.outputs] + [op.name for op in concrete.graph.control_outputs]
     return Source("function", graph_def, graph_def, fetches or None, function=concrete)
+
+
+def is_graph_file(path: str) -> bool:
+    """Whether `path` is a whole GraphDef or MetaGraphDef file (.pb or .pbtxt): what a placed
+    copy of a graph file is, and so what `--overwrite` may replace."""
+    try:
+        with open(path, "rb") as f:
+            _parse_graph_file(path, f.read())
+    except (OSError, SourceError):
+        return False
+    return True

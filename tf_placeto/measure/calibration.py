@@ -35,16 +35,22 @@ None for a link parameter keeps the profile's measurement.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
+import logging
+import math
 import os
 from typing import Optional
 
 import numpy as np
 
+from tf_placeto.errors import first_line
 from tf_placeto.files import write_atomically
 from tf_placeto.measure.simulator import SimulationProblem
+
+log = logging.getLogger(__name__)
 
 CALIBRATION_FILE = "calibration.json"
 # a calibration of another version is refitted from the logged runs (version 2: message_us;
@@ -118,18 +124,41 @@ class Calibration:
 
     def save(self, directory: str) -> None:
         write_atomically(os.path.join(directory, CALIBRATION_FILE),
-                         lambda file: json.dump(self.to_json(), file, indent=1, sort_keys=True))
+                         lambda file: json.dump(self.to_json(), file, indent=1, sort_keys=True),
+                         private=True)
 
     @classmethod
     def load(cls, directory: str) -> Optional["Calibration"]:
-        """The calibration stored in `directory`; None if there is none, it does not parse or
-        it is of another version (the simulator then runs uncalibrated until the next fit,
-        which a cached profile makes from its logged runs as it loads)."""
+        """The calibration stored in `directory`; None if there is none or it is of another
+        version (the simulator then runs uncalibrated until the next fit, which a cached
+        profile makes from its logged runs as it loads). A damaged one (it does not parse,
+        holds other fields, or a figure that is not a number) is named in one line and
+        removed, to be refitted so."""
+        path = os.path.join(directory, CALIBRATION_FILE)
         try:
-            with open(os.path.join(directory, CALIBRATION_FILE), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 fields = json.load(f)
             if fields.get("version") != CALIBRATION_VERSION:
                 return None
-            return cls(**fields)
-        except (OSError, ValueError, TypeError, AttributeError):
+            return cls(**fields).checked()
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            log.warning(f"the calibration at {path} is damaged ({first_line(error)}); "
+                        "fitting it again to the logged runs")
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            return None
+
+    def checked(self) -> "Calibration":
+        """This calibration, or ValueError where a figure is not a number: NaN, or infinite
+        other than the bandwidth (a link faster than the profile could tell)."""
+        for name, value in dataclasses.asdict(self).items():
+            if name == "quality" or value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    math.isnan(value) or (math.isinf(value) and name != "bytes_per_us"):
+                raise ValueError(f"{name} is {value!r}, not a number")
+        if not isinstance(self.quality, dict):
+            raise ValueError("its quality is not an object")
+        return self

@@ -36,7 +36,7 @@ from typing import Optional
 from tf_placeto.devices import memory_amount
 from tf_placeto.errors import InputError, RuntimeFailure
 from tf_placeto.measure import worker
-from tf_placeto.measure.machine import CoreClaim, machine_fingerprint
+from tf_placeto.measure.machine import CoreClaim, machine_fingerprint, memory_bytes, usable_cores
 
 PING_TIMEOUT_S = 10.0
 ALIVE_TIMEOUT_S = 2.0
@@ -50,6 +50,11 @@ HEALTH_CHECK_S, HEALTH_TIMEOUT_S = 15.0, 10.0
 STOP_TIMEOUT_S = 5.0
 PORT_ATTEMPTS = 5
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# A count in a local spec: ASCII digits (isdigit() also takes "²"), no more than int() reads.
+_SPEC_COUNT = re.compile(r"^[0-9]{1,4000}$")
+# Inter-op threads of a local worker: they take turns on its one core, and each reserves a
+# stack (8 MiB here) that memory=SIZE counts: 256 threads took 2 GiB of data memory here.
+MAX_OP_THREADS = 64
 
 
 class ClusterError(RuntimeFailure):
@@ -545,23 +550,44 @@ def cluster_device_names(spec: str) -> list:
 
 def _local_spec(spec: str) -> tuple:
     """(workers, memory cap in bytes or None, inter-op threads) of "local:N" with the options
-    memory=SIZE and threads=T."""
+    memory=SIZE and threads=T, within what this machine runs: a worker to each core this
+    process may use, a cap within its memory, at most MAX_OP_THREADS threads."""
     count, *options = spec[len("local:"):].split(",")
-    if not count.isdigit() or int(count) < 1:
+    if not _SPEC_COUNT.match(count) or int(count) < 1:
         raise ClusterSpecError(f"bad cluster {spec!r}: write local:N with N >= 1 workers "
                                "(local:N,memory=SIZE caps each worker's memory)")
+    cores = len(usable_cores())
+    if int(count) > cores:
+        raise ClusterSpecError(f"bad cluster {spec!r}: at most {cores} local workers here: each "
+                               f"runs on a core of its own, and this process may use {cores}; "
+                               "for more devices in one process, use --devices N")
     memory, threads = None, worker.OP_THREADS
     for option in options:
         name, _, value = option.partition("=")
         if name == "memory" and value:
-            number, unit_bytes, _ = memory_amount(value, f"memory cap of cluster {spec!r}")
-            memory = int(number * unit_bytes)
-        elif name == "threads" and value.isdigit() and int(value) >= 1:
+            memory = _memory_cap(value, spec)
+        elif name == "threads" and _SPEC_COUNT.match(value) and int(value) >= 1:
             threads = int(value)
+            if threads > MAX_OP_THREADS:
+                raise ClusterSpecError(f"bad cluster {spec!r}: at most {MAX_OP_THREADS} "
+                                       "inter-op threads per worker: they take turns on its "
+                                       "one core, and each reserves a stack that memory=SIZE "
+                                       "counts")
         else:
             raise ClusterSpecError(f"bad cluster {spec!r}: {option!r} is neither memory=SIZE "
                                    "nor threads=T (T >= 1), the options of a local cluster")
     return int(count), memory, threads
+
+
+def _memory_cap(value: str, spec: str) -> int:
+    """memory=SIZE of a local spec, in bytes: positive, and within this machine's memory
+    where it can be read (a cap beyond it caps nothing)."""
+    number, unit_bytes, _ = memory_amount(value, f"memory cap of cluster {spec!r}")
+    cap, machine = int(number * unit_bytes), memory_bytes()
+    if machine is not None and cap > machine:
+        raise ClusterSpecError(f"memory cap of cluster {spec!r}: {value} is more than this "
+                               f"machine has ({machine / 2**30:.1f} GiB)")
+    return cap
 
 
 def _oom_kills():

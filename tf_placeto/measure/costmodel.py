@@ -6,7 +6,11 @@ takes when an input comes from another device (0 for most kernels). Per ordered
 device pair: transfer latency and bandwidth, fitted to timed transfers. Stored as CSV tables
 plus a JSON description (open formats, readable by pandas and by people; never pickle), in a
 directory named by a key of everything that changes the costs: the graph, the signature's
-input shapes (the batch), the devices and TensorFlow's version.
+input shapes (the batch), the devices and the runtime's fingerprint (its cluster spec and
+options, host, CPU model and cores, GPU models, TensorFlow's version), so that two runtimes
+that name their devices alike never share figures. The description records each table's
+sha256 and rows; every file is checked as it is read, and a damaged entry is named in one
+line and profiled again.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
+import itertools
 import json
 import logging
 import os
@@ -23,7 +29,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.cache import cache_dir
+from tf_placeto.cache import cache_dir, entry_lock
 from tf_placeto.devices import parse_device
 from tf_placeto.errors import InputError, first_line
 from tf_placeto.files import write_atomically
@@ -35,6 +41,13 @@ log = logging.getLogger(__name__)
 OPS_FILE, LINKS_FILE, META_FILE = "ops.csv", "links.csv", "profile.json"
 LINK_COLUMNS = ["src", "dst", "latency_us", "bytes_per_us", "copy_share"]
 OP_COLUMNS = ["op", "device_type", "compute_us", "output_bytes", "traced"]   # at least
+# Columns that must hold finite numbers where a table has them. A link's bandwidth must be
+# above 0 and may be infinite: a link faster than its timed transfers could tell (check_links).
+OP_NUMBERS = ["compute_us", "output_bytes", "executions", "remote_extra_us"]
+LINK_NUMBERS = ["latency_us", "copy_share"]
+# What reading a damaged cached file raises (a truncated or overwritten file, fields of
+# another shape).
+UNREADABLE = (OSError, ValueError, TypeError, KeyError, AttributeError)
 # Bump when profiling measures something new or differently: older cached profiles are redone.
 PROFILER_VERSION = 10  # 10: ops of one kernel signature share their mean traced time
 
@@ -60,16 +73,17 @@ def input_shapes(graph: OpGraph) -> dict:
             for key, (_, _, shape) in sorted(signature_inputs(graph.source).items())}
 
 
-def profile_key(graph: OpGraph, device_names) -> tuple:
-    """(key, what it was made of): the cache is valid exactly while all of these hold."""
-    import tensorflow as tf  # heavy: its version is part of the key
-
+def profile_key(graph: OpGraph, device_names, fingerprint: dict) -> tuple:
+    """(key, what it was made of): the cache is valid exactly while all of these hold.
+    fingerprint: the runtime's (Runtime.fingerprint; planned_runtime's for a lookup that
+    starts nothing), which names its cluster spec and options, host, CPU, cores, GPUs and
+    TensorFlow's version: runtimes that name their devices alike get keys of their own."""
     parts = {
         "graph": graph_fingerprint(graph),
         "inputs": input_shapes(graph),
         "devices": list(device_names),
         "device_types": sorted({parse_device(d).device_type for d in device_names}),
-        "tensorflow": tf.__version__,
+        "runtime": dict(fingerprint),
         "profiler": PROFILER_VERSION,
     }
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
@@ -77,14 +91,16 @@ def profile_key(graph: OpGraph, device_names) -> tuple:
 
 
 def profile_directory(key: str, cache: Optional[str] = None) -> str:
-    """Where the profile of `key` (profile_key) is kept, with its calibration and the real
-    runs of its graph on its devices (tf_placeto.measure.fitting)."""
+    """Where the profile of `key` (profile_key) is kept, with everything else measured of its
+    graph on its runtime: its calibration, the real runs (tf_placeto.measure.fitting), their
+    results and journals, TensorFlow's messages."""
     return os.path.join(cache or cache_dir("profiles"), key)
 
 
-def graph_profile_directory(graph: OpGraph, device_names, cache: Optional[str] = None) -> str:
-    """profile_directory of `graph` on these devices."""
-    return profile_directory(profile_key(graph, device_names)[0], cache)
+def graph_profile_directory(graph: OpGraph, device_names, fingerprint: dict,
+                            cache: Optional[str] = None) -> str:
+    """profile_directory of `graph` on these devices of the runtime of `fingerprint`."""
+    return profile_directory(profile_key(graph, device_names, fingerprint)[0], cache)
 
 
 LINK_PRESETS = {"k80": "machine:25:7600"}    # Placeto's paper: K80 GPUs of one server
@@ -243,50 +259,63 @@ class CostModel:
         return names, CostModel(ops=ops, links=links, meta=meta, calibration=calibration)
 
     def save(self, directory: str) -> None:
-        """Write the tables, then META_FILE: each file whole (cache.write_atomically), and
-        META_FILE, which makes the directory a cache hit, last, so that a run killed while
-        saving leaves no hit. The directory may hold other files (the measurements' log)."""
+        """Write the tables, then META_FILE with their records (write_table): each file whole
+        and private (files.write_atomically), and META_FILE, which makes the directory a cache
+        hit, last, so that a run killed while saving leaves no hit. The directory may hold
+        other files (the measurements' logs). The caller holds the entry's lock."""
         meta_path = os.path.join(directory, META_FILE)
         with contextlib.suppress(FileNotFoundError):
             os.remove(meta_path)          # no hit while the tables are being replaced
-        write_atomically(os.path.join(directory, OPS_FILE),
-                         lambda file: self.ops.to_csv(file, index=False))
-        write_atomically(os.path.join(directory, LINKS_FILE),
-                         lambda file: self.links.to_csv(file, index=False))
+        tables = {OPS_FILE: write_table(os.path.join(directory, OPS_FILE), self.ops),
+                  LINKS_FILE: write_table(os.path.join(directory, LINKS_FILE), self.links)}
         if self.calibration is not None:
             self.calibration.save(directory)
-        meta = {**self.meta, "rows": {OPS_FILE: len(self.ops), LINKS_FILE: len(self.links)}}
-        write_atomically(meta_path, lambda file: json.dump(meta, file, indent=1, sort_keys=True))
+        meta = {**self.meta, "tables": tables}
+        write_atomically(meta_path, lambda file: json.dump(meta, file, indent=1, sort_keys=True),
+                         private=True)
 
     @classmethod
     def load(cls, directory: str) -> Optional["CostModel"]:
         """The profile stored in `directory`, or None when there is none: no META_FILE (it is
-        written last, so a profile cut short while saving has none). A damaged entry (files
-        that do not parse, tables missing or without their columns) is named in the log and
-        its tables and their calibration removed, so that it is profiled again; the logs of
-        real runs stay."""
-        meta_path = os.path.join(directory, META_FILE)
-        if not os.path.isfile(meta_path):
-            return None
+        written last, so a profile cut short while saving has none). A damaged entry (a table
+        that does not match its record in META_FILE or does not hold its columns and numbers,
+        links that miss a pair of the profile's devices, a META_FILE that does not parse) is
+        read again under the entry's lock, since another process may have been saving it; if
+        it is still damaged, it is named in one line and its tables and calibration removed,
+        so that it is profiled again. The logs of real runs stay, to fit it again."""
         try:
-            with open(meta_path, encoding="utf-8") as f:
+            return cls._read(directory)
+        except UNREADABLE:
+            pass
+        with entry_lock(directory, "the profile another process is saving"):
+            try:
+                return cls._read(directory)
+            except UNREADABLE as error:
+                log.warning(f"the cached profile at {directory} is damaged "
+                            f"({first_line(error)}); profiling again")
+                for name in (META_FILE, OPS_FILE, LINKS_FILE, CALIBRATION_FILE):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(os.path.join(directory, name))
+        return None
+
+    @classmethod
+    def _read(cls, directory: str) -> Optional["CostModel"]:
+        """The profile in `directory` (None without META_FILE), checked: UNREADABLE if not."""
+        try:
+            with open(os.path.join(directory, META_FILE), encoding="utf-8") as f:
                 meta = json.load(f)
-            ops = read_table(os.path.join(directory, OPS_FILE), OP_COLUMNS,
-                             keep_default_na=False)
-            links = read_table(os.path.join(directory, LINKS_FILE), LINK_COLUMNS[:4])
-            if not isinstance(meta, dict):
-                raise ValueError(f"{META_FILE} holds no object")
-            for name, table in ((OPS_FILE, ops), (LINKS_FILE, links)):
-                expected = meta.get("rows", {}).get(name, len(table))
-                if len(table) != expected:
-                    raise ValueError(f"{name} has {len(table)} rows of {expected}")
-        except (OSError, ValueError) as error:
-            log.warning(f"the cached profile at {directory} is damaged ({first_line(error)}); "
-                        "profiling again")
-            for name in (META_FILE, OPS_FILE, LINKS_FILE, CALIBRATION_FILE):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(directory, name))
+        except FileNotFoundError:
             return None
+        except ValueError as error:
+            raise ValueError(f"{META_FILE} does not parse: {first_line(error)}") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"{META_FILE} holds no object")
+        tables = meta["tables"]
+        ops = read_table(os.path.join(directory, OPS_FILE), OP_COLUMNS, OP_NUMBERS,
+                         tables[OPS_FILE], keep_default_na=False)
+        links = read_table(os.path.join(directory, LINKS_FILE), LINK_COLUMNS[:4], LINK_NUMBERS,
+                           tables[LINKS_FILE])
+        check_links(links, meta["devices"])
         return cls(ops=ops, links=links, meta=meta, calibration=Calibration.load(directory))
 
     def summary(self) -> dict:
@@ -303,14 +332,44 @@ class CostModel:
         }
 
 
-def read_table(path: str, columns, **options) -> pd.DataFrame:
-    """A CSV table that must have `columns`; ValueError (or OSError) when it cannot be read
-    whole, as after a write cut short."""
-    table = pd.read_csv(path, **options)
+def write_table(path: str, table: pd.DataFrame) -> dict:
+    """Write `table` as CSV, whole and private (files.write_atomically); its record, which
+    read_table checks the file against: its sha256 and rows."""
+    text = table.to_csv(index=False)
+    write_atomically(path, lambda file: file.write(text), private=True)
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "rows": len(table)}
+
+
+def read_table(path: str, columns, numbers, record: dict, **options) -> pd.DataFrame:
+    """The CSV table at `path` as write_table wrote it (`record`), with `columns` and finite
+    `numbers` (those of them it has); ValueError (or OSError) when it is not, as after a
+    write cut short or a file overwritten."""
+    name = os.path.basename(path)
+    with open(path, "rb") as file:
+        data = file.read()
+    if hashlib.sha256(data).hexdigest() != record["sha256"]:
+        raise ValueError(f"{name} is not the file that was written (cut short or changed)")
+    table = pd.read_csv(io.BytesIO(data), **options)
+    if len(table) != record["rows"]:
+        raise ValueError(f"{name} has {len(table)} rows of {record['rows']}")
     missing = [c for c in columns if c not in table.columns]
     if missing:
-        raise ValueError(f"{os.path.basename(path)} lacks column(s) {missing}")
+        raise ValueError(f"{name} lacks column(s) {missing}")
+    for column in [c for c in numbers if c in table.columns]:
+        if not np.isfinite(pd.to_numeric(table[column], errors="coerce")).all():
+            raise ValueError(f"{name} has a {column} that is not a finite number")
     return table
+
+
+def check_links(links: pd.DataFrame, device_names) -> None:
+    """ValueError unless `links` has a positive bandwidth on every row and a link for every
+    ordered pair of `device_names` (a table cut short at a line's end lacks some)."""
+    if not (pd.to_numeric(links["bytes_per_us"], errors="coerce") > 0).all():
+        raise ValueError("a link's bandwidth is not a positive number")
+    measured = set(zip(links["src"], links["dst"]))
+    for a, b in itertools.permutations(device_names, 2):
+        if (a, b) not in measured:
+            raise ValueError(f"no link measurement from {a} to {b}")
 
 
 def new_meta(key: str, parts: dict, **extra) -> dict:

@@ -24,8 +24,8 @@ uncalibrated simulator.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
+import math
 import os
 import uuid
 from typing import Optional, Sequence
@@ -33,7 +33,9 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import optimize, stats
 
+from tf_placeto.cache import entry_lock
 from tf_placeto.devices import DeviceSet
+from tf_placeto.files import append_records, read_records
 from tf_placeto.graph.grouping import GroupGraph
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.measure.calibration import Calibration
@@ -89,42 +91,41 @@ class Observation:
 def record(directory: Optional[str], graph: OpGraph, devices: DeviceSet, placements,
            results, origin: str) -> int:
     """Append the real, successful `results` of `placements` (None: as written) to the log in
-    `directory`, streams with their steps in flight; returns how many. Each line is flushed
-    whole: a killed run tears at most the last, which `read` skips."""
+    `directory`, streams with their steps in flight; returns how many. They are written
+    whole, on a line of their own (files.append_records): a killed run tears at most the
+    last, which `read` skips."""
     if directory is None:
         return 0
     written = written_indices(graph, devices)
     session = uuid.uuid4().hex[:12]
-    lines = [json.dumps(dataclasses.asdict(Observation(
+    records = [dataclasses.asdict(Observation(
         device_indices(graph, devices, placement, written).tolist(),
-        float(result.step_time_s), result.label, origin, session, int(result.stream or 0))))
+        float(result.step_time_s), result.label, origin, session, int(result.stream or 0)))
         for placement, result in zip(placements, results)
         if result.status == OK and not result.simulated and np.isfinite(result.step_time_s)]
-    if lines:
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, OBSERVATIONS_FILE), "a", encoding="utf-8") as file:
-            file.write("".join(line + "\n" for line in lines))
-            file.flush()
-            os.fsync(file.fileno())
-    return len(lines)
+    append_records(os.path.join(directory, OBSERVATIONS_FILE), records)
+    return len(records)
 
 
-def read(directory: str, n_ops: int) -> list:
-    """The observations logged in `directory` for a graph of `n_ops` ops (torn or foreign
-    lines skipped)."""
-    path = os.path.join(directory, OBSERVATIONS_FILE)
-    observations = []
-    if not os.path.isfile(path):
-        return observations
-    with open(path, encoding="utf-8") as file:
-        for line in file:
-            try:
-                observation = Observation(**json.loads(line))
-            except (ValueError, TypeError):
-                continue
-            if len(observation.assignment) == n_ops and observation.step_s > 0:
-                observations.append(observation)
-    return observations
+def read(directory: str, n_ops: int, n_devices: Optional[int] = None) -> list:
+    """The observations logged in `directory` for a graph of `n_ops` ops (on `n_devices`
+    devices, where given). Lines that are not observations (torn by a killed run, damaged)
+    are skipped, named in one line and dropped from the log (files.read_records)."""
+    observations = [Observation(**record) for record in
+                    read_records(os.path.join(directory, OBSERVATIONS_FILE), _an_observation)]
+    return [o for o in observations if len(o.assignment) == n_ops
+            and (n_devices is None or max(o.assignment, default=0) < n_devices)]
+
+
+def _an_observation(record: dict) -> bool:
+    """Whether a line of the log is an Observation as `record` writes one."""
+    observation = Observation(**record)
+    return (all(type(device) is int and device >= 0 for device in observation.assignment)
+            and type(observation.step_s) in (int, float) and math.isfinite(observation.step_s)
+            and observation.step_s > 0 and type(observation.in_flight) is int
+            and observation.in_flight >= 0
+            and all(isinstance(text, str) for text in (observation.label, observation.origin,
+                                                       observation.session)))
 
 
 class _Predictor:
@@ -431,12 +432,25 @@ def refresh(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory
     step takes about 7 s) runs when forced, as `calibrate` does, and when the calibration
     has no figures yet (a first fit from logged runs, or one after a new version dropped the
     stored fit); any other refit on a command's way in keeps the quality last measured,
-    whose `runs` says on what."""
-    logged = read(directory, len(graph.ops))
+    whose `runs` says on what. A fit holds the cache entry's lock, and one that waited for
+    it takes the calibration another process has just fitted on these runs."""
+    logged = read(directory, len(graph.ops), len(devices))
     current = cost_model.calibration
     if len(logged) < MIN_OBSERVATIONS or (
             not force and current is not None and current.observations >= len(logged)):
         return current
+    with entry_lock(directory, "another fit of this profile's calibration"):
+        stored = Calibration.load(directory)
+        if not force and stored is not None and stored.observations >= len(logged):
+            cost_model.calibration = stored
+            return stored
+        return _refit(graph, cost_model, devices, directory, logged, force)
+
+
+def _refit(graph: OpGraph, cost_model: CostModel, devices: DeviceSet, directory: str,
+           logged: list, force: bool) -> Calibration:
+    """refresh's fit on the runs `logged`, stored and set on `cost_model`."""
+    current = cost_model.calibration
     observations = fitted_on(logged)
     log.info(f"fitting the simulator to {len(observations)} real runs")
     predictor = _Predictor(graph, cost_model, devices, directory)

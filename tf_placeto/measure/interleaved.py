@@ -50,7 +50,9 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     placement that cannot load, or whose step fails, gets its status and TensorFlow's reason,
     and the others go on; so they do when a worker dies (see _Sessions). With `journal_dir`,
     every round and failure is kept there as it comes (tf_placeto.measure.journal): the
-    same measurement cut short before resumes from them. stream: K > 0 times, each round, a
+    same measurement cut short before (its timeout too) resumes from its rounds and its
+    placements out of memory, and measures again a placement that failed otherwise (a
+    timeout, a worker that died). stream: K > 0 times, each round, a
     stream of steps K at a time (StepSession.stream_step) instead of one step: the figures
     are seconds per step once the stream is full.
     sessions: how many times every placement is loaded into a new session, one set of
@@ -70,12 +72,13 @@ def measure_interleaved(graph: OpGraph, runtime: Runtime,
     journal = None if journal_dir is None else RoundJournal(
         journal_dir, [stored_key(graph, p) for p in full],
         {"devices": runtime.device_names, "warmup": warmup, "repeats": repeats,
-         "max_rounds": max_rounds, **({"stream": stream} if stream else {}),
+         "max_rounds": max_rounds, "timeout_s": timeout_s,
+         **({"stream": stream} if stream else {}),
          **({"sessions": sessions} if sessions > 1 else {})})
     kept_rounds, kept_failures, kept_s = journal.restore() if journal else ([], {}, 0.0)
     if kept_rounds or kept_failures:
         log.info(f"resuming a measurement in turns that was cut short: {len(kept_rounds)} "
-                 f"rounds and {len(kept_failures)} failed placements kept ({journal.path})")
+                 f"rounds and {len(kept_failures)} placements out of memory kept ({journal.path})")
     for index, (status, reason) in kept_failures.items():
         results[index].status, results[index].reason = status, reason
     runner = ModelRunner(graph)

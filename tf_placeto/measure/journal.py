@@ -3,17 +3,22 @@
 A measurement in turns can run for minutes (16 placements, up to 60 rounds). Each round's
 step times, and each placement that fails, are appended (and fsync'ed) to a journal beside the
 profile as soon as they are known, so a command killed half-way loses nothing: the same
-measurement started again (same graph, devices, placements and settings) takes the rounds
-already timed and runs only the rest. A measurement that finishes removes its journal, so the
-next one times afresh.
+measurement started again (same graph, runtime, placements and settings, its timeout among
+them) takes the rounds already timed and the placements out of memory, and runs only the
+rest; a placement that failed otherwise (a timeout, a worker that died) is measured again. A
+measurement that finishes removes its journal, so the next one times afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from typing import Optional, Sequence
+
+from tf_placeto.files import append_record, read_records
+from tf_placeto.measure.runner import INFEASIBLE
 
 JOURNAL_DIR = "in-turns"
 
@@ -31,37 +36,37 @@ class RoundJournal:
     def restore(self) -> tuple:
         """(rounds, failures, elapsed seconds) kept by an earlier run: rounds[r][i] is
         placement i's time in round r (None: it was not timed), failures {i: (status,
-        reason)}. A torn last line (a killed run) is skipped."""
+        reason)} of the placements out of memory, which would fail again (the others are
+        measured again). Lines that are not entries (a killed run's torn last line, damage)
+        are skipped, named in one line and dropped from the journal (files.read_records)."""
         rounds, failures, elapsed_s = [], {}, 0.0
-        if not os.path.isfile(self.path):
-            return rounds, failures, elapsed_s
-        with open(self.path, encoding="utf-8") as journal:
-            for line in journal:
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "round" in entry and len(entry["round"]) == self.count:
-                    rounds.append(entry["round"])
-                    elapsed_s = float(entry["elapsed_s"])
-                elif "failed" in entry:
-                    failures[int(entry["failed"])] = (entry["status"], entry["reason"])
+        for entry in read_records(self.path, self._an_entry):
+            if "round" in entry:
+                rounds.append(entry["round"])
+                elapsed_s = float(entry["elapsed_s"])
+            elif entry["status"] == INFEASIBLE:
+                failures[entry["failed"]] = (entry["status"], entry["reason"])
         return rounds, failures, elapsed_s
 
+    def _an_entry(self, entry: dict) -> bool:
+        """Whether a line is a round or a failure as this journal records them."""
+        if "round" in entry:
+            return (len(entry["round"]) == self.count and _a_time(entry["elapsed_s"])
+                    and all(time is None or _a_time(time) for time in entry["round"]))
+        return (type(entry["failed"]) is int and 0 <= entry["failed"] < self.count
+                and isinstance(entry["status"], str) and isinstance(entry["reason"], str))
+
     def record_round(self, times_s: Sequence[Optional[float]], elapsed_s: float) -> None:
-        self._append({"round": list(times_s), "elapsed_s": elapsed_s})
+        append_record(self.path, {"round": list(times_s), "elapsed_s": elapsed_s})
 
     def record_failure(self, index: int, status: str, reason: str) -> None:
-        self._append({"failed": index, "status": status, "reason": reason})
+        append_record(self.path, {"failed": index, "status": status, "reason": reason})
 
     def finish(self) -> None:
         """The measurement is complete: the next one starts afresh."""
         if os.path.exists(self.path):
             os.remove(self.path)
 
-    def _append(self, entry: dict) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as journal:
-            journal.write(json.dumps(entry) + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
+
+def _a_time(value) -> bool:
+    return type(value) in (int, float) and 0 <= value < math.inf

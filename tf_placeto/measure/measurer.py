@@ -1,9 +1,10 @@
 """Measurers turn placements into results: really run, or simulated from a profile.
 
 Both share one interface, so every placer and the learned policy can be pointed at either,
-and a comparison is one loop. Real results go to an append-only log beside the profile: a
-placement is never measured twice for the same graph and devices, and a killed run loses
-nothing already measured.
+and a comparison is one loop. Real results that stand (ok, or out of memory) go to an
+append-only log beside the profile: such a placement is never measured twice for the same
+graph on the same runtime, and a killed run loses nothing already measured. A failure (a
+worker that died, a timeout) is never kept: the placement is measured again next time.
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ import numpy as np
 
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError
+from tf_placeto.files import append_record, read_records
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import step_stats
 from tf_placeto.measure.costmodel import CostModel
 from tf_placeto.measure.messages import task_messages
 from tf_placeto.measure.noise import median_interval
-from tf_placeto.measure.runner import INFEASIBLE, OK, ModelRunner
+from tf_placeto.measure.runner import FAILED, INFEASIBLE, OK, ModelRunner
 from tf_placeto.measure.runtime import Runtime
 from tf_placeto.measure.simulator import SimulationProblem, simulate
 from tf_placeto.measure.simulator.stream import Stream
 from tf_placeto.placement import Placement
 
 RESULTS_FILE = "results.jsonl"
+KEPT = (OK, INFEASIBLE)           # the results a log keeps: the others are measured again
 
 
 @dataclasses.dataclass
@@ -163,33 +166,37 @@ class RealMeasurer(Measurer):
             result.set_times(runs.step_times_s)
             if runs.traces:
                 result.peak_memory_bytes = step_stats.peak_memory_bytes(runs.traces[-1])
-        self._remember(key, result)
+        if result.status in KEPT:
+            self._remember(result)
         return result
 
-    def _remember(self, key: str, result: MeasureResult) -> None:
-        self.known[key] = stored = result.to_json()
-        if self.log_path is None:
-            return
-        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        with open(self.log_path, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"key": key, **stored}) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
+    def _remember(self, result: MeasureResult) -> None:
+        self.known[result.key] = stored = result.to_json()
+        if self.log_path is not None:
+            append_record(self.log_path, stored)
 
 
 def _read_log(path: Optional[str]) -> dict:
-    """Results measured before: {key: fields}. A torn last line (a killed run) is skipped."""
-    known = {}
-    if path is None or not os.path.isfile(path):
-        return known
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            known[data["key"]] = data
-    return known
+    """Results measured before that stand ({key: fields}: ok or infeasible; a failure that
+    an older version logged is measured again). Lines that are not results (torn by a
+    killed run, damaged) are skipped, named in one line and dropped from the log
+    (files.read_records)."""
+    if path is None:
+        return {}
+    return {record["key"]: record for record in read_records(path, _a_result)
+            if record["status"] in KEPT}
+
+
+def _a_result(record: dict) -> bool:
+    """Whether a line of the log is a MeasureResult as `_remember` writes one: its key a
+    text, its status known, its figures of the right kinds, and an ok one's step finite."""
+    result = MeasureResult(**record)
+    return (isinstance(result.key, str) and result.status in (OK, INFEASIBLE, FAILED)
+            and type(result.step_time_s) in (int, float) and type(result.runs) is int
+            and (result.status != OK or 0 < result.step_time_s < math.inf)
+            and all(isinstance(getattr(result, name), dict) for name in
+                    ("peak_memory_bytes", "busy_s", "interval", "ratio_to_first"))
+            and isinstance(result.indistinct_from, list))
 
 
 def written_indices(graph: OpGraph, devices: DeviceSet) -> np.ndarray:

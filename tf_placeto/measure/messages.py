@@ -17,7 +17,6 @@ serves evaluating and fitting on a few placements, not a search.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Optional, Sequence
@@ -25,6 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tf_placeto.devices import parse_device
+from tf_placeto.files import append_record, read_records
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure.costmodel import CostModel
@@ -79,26 +79,28 @@ class TaskMessages:
                 self._optimized(placement), parse_device(self.device_names[0]).task_name,
                 self._feeds(), self._fetches())
             if self._path:
-                with open(self._path, "a", encoding="utf-8") as file:
-                    file.write(json.dumps({"assignment": assignment.tolist(),
-                                           "messages": self._counted[key]}) + "\n")
+                append_record(self._path, {"assignment": assignment.tolist(),
+                                           "messages": self._counted[key]})
         once, per_iteration = self._counted[key]
         return once + self.loop_iterations * per_iteration
 
     def _stored(self) -> dict:
-        """Counts kept by earlier runs, skipping lines a killed run left unfinished."""
-        counted = {}
-        if self._path and os.path.isfile(self._path):
-            with open(self._path, encoding="utf-8") as file:
-                for line in file:
-                    try:
-                        entry = json.loads(line)
-                        once, per_iteration = entry["messages"]
-                        key = np.asarray(entry["assignment"], np.int64).tobytes()
-                        counted[key] = (int(once), int(per_iteration))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-        return counted
+        """Counts kept by earlier runs; lines that are not counts of this graph on these
+        devices (torn by a killed run, damaged) are skipped, named in one line and dropped
+        from the log (files.read_records)."""
+        if not self._path:
+            return {}
+        return {np.asarray(entry["assignment"], np.int64).tobytes(): tuple(entry["messages"])
+                for entry in read_records(self._path, self._a_count)}
+
+    def _a_count(self, entry: dict) -> bool:
+        """Whether a line of the log is a count as count() writes one: a device index per op
+        of the graph, and two counts."""
+        assignment, (once, per_iteration) = entry["assignment"], entry["messages"]
+        return (len(assignment) == len(self.graph.ops)
+                and all(type(device) is int and 0 <= device < len(self.device_names)
+                        for device in assignment)
+                and all(type(count) is int and count >= 0 for count in (once, per_iteration)))
 
     def extra(self, assignments, simulated) -> np.ndarray:
         """For each placement (a device index per op), how many more messages the runtime

@@ -8,12 +8,15 @@ Kernels that slow down when their inputs come from another device are found on a
 op on a random one of two devices. Then diverse placements run for real, and the simulator is
 fitted to them (tf_placeto.measure.fitting): what splitting the step costs beyond the per-op
 costs and the link.
-A second call with the same graph, batch, devices and TensorFlow version finds the cache.
+A second call with the same graph, batch and runtime (its devices and fingerprint) finds the
+cache. A graph is profiled under its cache entry's lock (cache.entry_lock): a second process
+that wants it meanwhile waits, then takes the profile the first one stored.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -26,18 +29,19 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.cache import cache_dir
+from tf_placeto.cache import cache_dir, entry_lock
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError, MeasurementError, first_line
-from tf_placeto.files import write_atomically
+from tf_placeto.files import FileLock, write_atomically
 from tf_placeto.graph.colocation import colocation_sets
 from tf_placeto.graph.grouping import group_ops
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure import fitting, step_stats
-from tf_placeto.measure.costmodel import (LINK_COLUMNS, PROFILER_VERSION, CostModel,
+from tf_placeto.measure.costmodel import (LINK_COLUMNS, LINK_NUMBERS, PROFILER_VERSION,
+                                          UNREADABLE, CostModel, check_links,
                                           graph_profile_directory, new_meta, profile_directory,
-                                          profile_key, read_table)
+                                          profile_key, read_table, write_table)
 from tf_placeto.measure.runner import OK, ModelRunner, StepRuns
 from tf_placeto.measure.runtime import Runtime
 
@@ -72,7 +76,7 @@ def profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = None, runs:
     (tf_placeto.measure.fitting); 0 times none. A cached profile is (re)fitted whenever
     real runs of the graph have been logged since its fit, by measure, place or optimize().
     """
-    found = cached_profile(graph, runtime.device_names, cache)
+    found = cached_profile(graph, runtime.device_names, runtime.fingerprint, cache)
     if found is not None:
         return found
     return measure_profile(graph, runtime, cache, runs, warmup, calibration_runs,
@@ -83,9 +87,38 @@ def measure_profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = Non
                     runs: int = 5, warmup: int = 2,
                     calibration_runs: int = fitting.CALIBRATION_PLACEMENTS,
                     calibration_budget_s: float = 60.0) -> Profile:
-    """`profile` without looking in the cache first: measured now, stored there."""
-    key, parts = profile_key(graph, runtime.device_names)
+    """`profile` of a graph the cache did not have: measured now and stored, under the cache
+    entry's lock. A process that waited for the lock takes the profile that the one holding
+    it stored. The calibration placements are timed only when the entry's log holds fewer
+    real runs than `calibration_runs`: a profile made again (it was damaged) fits the runs
+    logged before."""
+    key, parts = profile_key(graph, runtime.device_names, runtime.fingerprint)
     directory = profile_directory(key, cache)
+    with entry_lock(directory, f"the profile of this graph on {runtime.describe()}"):
+        found = cached_profile(graph, runtime.device_names, runtime.fingerprint, cache)
+        if found is not None:
+            return found
+        model = _measured_model(graph, runtime, key, parts, cache, runs, warmup)
+        model.save(directory)
+        devices = DeviceSet.from_strings(runtime.device_names)
+        logged = fitting.read(directory, len(graph.ops), len(devices))
+        if len(model.links) and calibration_runs > len(logged):
+            groupings = [group_ops(graph),
+                         group_ops(graph, max_groups=CALIBRATION_COARSE_GROUPS)]
+            placements = fitting.calibration_placements(groupings, runtime.device_names,
+                                                        calibration_runs)
+            fitting.calibrate(graph, model, runtime, directory, placements,
+                              calibration_budget_s)
+        else:
+            fitting.refresh(graph, model, devices, directory)
+    log.info(f"stored the profile in {directory}")
+    return Profile(model, directory, cached=False)
+
+
+def _measured_model(graph: OpGraph, runtime: Runtime, key: str, parts: dict,
+                    cache: Optional[str], runs: int, warmup: int) -> CostModel:
+    """The cost model of `graph` on `runtime`, measured now: op costs on one device of each
+    type, the runtime's links, the kernels slower with remote inputs."""
     runner = ModelRunner(graph, inline_every_call=True)   # every op traced under its name
     tables, step_us = [], {}
     for device_type in runtime.device_types:
@@ -99,21 +132,15 @@ def measure_profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = Non
                                     runtime=runtime.describe(), step_us=step_us))
     if len(links):
         fit_remote_inputs(graph, model, runner, runtime)
-    model.save(directory)
-    if len(links) and calibration_runs > 0:
-        groupings = [group_ops(graph), group_ops(graph, max_groups=CALIBRATION_COARSE_GROUPS)]
-        placements = fitting.calibration_placements(groupings, runtime.device_names,
-                                                    calibration_runs)
-        fitting.calibrate(graph, model, runtime, directory, placements, calibration_budget_s)
-    log.info(f"stored the profile in {directory}")
-    return Profile(model, directory, cached=False)
+    return model
 
 
-def cached_profile(graph: OpGraph, device_names, cache: Optional[str] = None
-                   ) -> Optional[Profile]:
-    """The profile of `graph` on these devices from the cache (refitted when real runs were
-    logged since), or None; runs nothing, so it needs no runtime."""
-    directory = graph_profile_directory(graph, device_names, cache)
+def cached_profile(graph: OpGraph, device_names, fingerprint: dict,
+                   cache: Optional[str] = None) -> Optional[Profile]:
+    """The profile of `graph` on these devices of the runtime of `fingerprint` from the cache
+    (refitted when real runs were logged since), or None; runs nothing, so it needs no
+    runtime (planned_runtime gives what to look it up by)."""
+    directory = graph_profile_directory(graph, device_names, fingerprint, cache)
     cached = CostModel.load(directory)
     if cached is None:
         return None
@@ -200,25 +227,50 @@ def same_kernel_means(graph: OpGraph, times: dict, executions: dict) -> dict:
 
 
 def runtime_links(runtime: Runtime, cache: Optional[str] = None) -> pd.DataFrame:
-    """calibrate_links, done once per set of devices: links belong to the runtime, not to a
-    graph, so every graph profiled on it shares them (a copy: profiles fit their own)."""
-    import tensorflow as tf  # heavy: its version is part of the key
-
-    key = hashlib.sha256(json.dumps([runtime.device_names, tf.__version__, PROFILER_VERSION])
-                         .encode()).hexdigest()[:20]
-    path = os.path.join(cache or cache_dir("profiles"), "links", f"{key}.csv")
-    if os.path.isfile(path):
-        try:
-            links = read_table(path, LINK_COLUMNS[:4])
-        except (OSError, ValueError) as error:
-            log.warning(f"the cached link calibration at {path} is damaged "
-                        f"({first_line(error)}); timing the links again")
-        else:
-            log.info(f"found the link calibration of these devices: {path}")
-            return links
-    links = calibrate_links(runtime)
-    write_atomically(path, lambda file: links.to_csv(file, index=False))
+    """calibrate_links, done once per runtime (its devices and fingerprint): links belong to
+    the runtime, not to a graph, so every graph profiled on it shares them (a copy: profiles
+    fit their own). Kept as links/KEY.csv and its record (costmodel.write_table), KEY.json,
+    written last; timed under a lock of their own, so that two processes never time one
+    runtime's links at once."""
+    key = hashlib.sha256(json.dumps([runtime.device_names, runtime.fingerprint,
+                                     PROFILER_VERSION], sort_keys=True).encode()).hexdigest()[:20]
+    folder = os.path.join(cache or cache_dir("profiles"), "links")
+    path = os.path.join(folder, f"{key}.csv")
+    with FileLock(os.path.join(folder, f".{key}.lock"), "the links another process is timing"):
+        links = _stored_links(path, runtime.device_names)
+        if links is None:
+            links = calibrate_links(runtime)
+            record = {**write_table(path, links), "devices": runtime.device_names,
+                      "runtime": runtime.fingerprint}
+            write_atomically(_record_path(path), lambda file: json.dump(record, file, indent=1),
+                             private=True)
     return links
+
+
+def _stored_links(path: str, device_names) -> Optional[pd.DataFrame]:
+    """The links stored at `path` if they match their record and cover every ordered pair of
+    `device_names`; None without a record. A damaged one is named in one line and removed."""
+    record_path = _record_path(path)
+    if not os.path.isfile(record_path):
+        return None
+    try:
+        with open(record_path, encoding="utf-8") as file:
+            record = json.load(file)
+        links = read_table(path, LINK_COLUMNS[:4], LINK_NUMBERS, record)
+        check_links(links, device_names)
+    except UNREADABLE as error:
+        log.warning(f"the cached link calibration at {path} is damaged ({first_line(error)}); "
+                    "timing the links again")
+        for damaged in (record_path, path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(damaged)
+        return None
+    log.info(f"found the link calibration of these devices: {path}")
+    return links
+
+
+def _record_path(path: str) -> str:
+    return f"{os.path.splitext(path)[0]}.json"
 
 
 def calibrate_links(runtime: Runtime, runs: int = 5) -> pd.DataFrame:

@@ -19,11 +19,23 @@ iterations); this brings it back only where the policy falls behind its lesson. 
 real.RealSteps, iterations take only problems on the runtime's devices and their episodes'
 returns are measured for real (real.py): training's last, optional stage.
 
-Everything lives under one directory: `checkpoints/` (agent, optimizer, step, baselines; a
-killed run resumes where it stopped), `summaries/` (TensorBoard), `policy/` (the greedy policy
-exported with TF-Agents' PolicySaver: a SavedModel that runs without tf-agents) and
-`training.json` (the configuration, each imitation epoch and what each iteration found),
-which `tf-placeto train` draws as `learning_curve.png`.
+Everything lives under one directory, which holds nothing else (check_training_folder):
+`checkpoints/` (agent, optimizer, step: `ckpt-N`, numbered on from every one before),
+`state/` (`ckpt-N.json`, each checkpoint's log and baselines),
+`summaries/` (TensorBoard), `policy/` (the greedy policy exported with TF-Agents'
+PolicySaver: a SavedModel that runs without tf-agents) and `training.json` (the configuration,
+each imitation epoch and what each iteration found), which `tf-placeto train` draws as
+`learning_curve.png`.
+
+A save is one unit, so that a run killed at any point resumes whole: every checkpoint but the
+one the run went on from (whole) is removed, then the new one's state file is written
+(atomically), then its files (fsync'd), then training.json, a readable copy of the log
+(atomically). A run resumes from the newest checkpoint that is whole (its files read back,
+checksums and all, and its state file parses) with that checkpoint's log and baselines; each
+one passed over is named in one line. A checkpoint of an older version, without a state file,
+takes its log from training.json and its baselines from checkpoints/baselines.json. `policy/`
+is exported into a staging folder and swapped in (files.Staging): it is always a whole
+SavedModel, the old one or the new.
 
 This module loads TF-Agents and TensorFlow when it is imported.
 """
@@ -34,16 +46,22 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import random
+import re
+import shutil
 import time
 import warnings
+import weakref
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from tf_placeto.errors import InputError
+from tf_placeto.files import (FileLock, Staging, fsync_folder, fsync_tree, holder_pid,
+                              write_atomically)
 from tf_placeto.policy import require_tf_agents
 
 require_tf_agents()     # import guard: tf-agents needs legacy Keras, before TensorFlow loads
@@ -64,10 +82,13 @@ from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 from tf_placeto.policy.real import RealSteps, real_rewards
 from tf_placeto.policy.starts import IMITATE_WHERE
 
-CHECKPOINTS, SUMMARIES, POLICY, LOG = "checkpoints", "summaries", "policy", "training.json"
-BASELINES = "baselines.json"       # in CHECKPOINTS
+CHECKPOINTS, STATE, SUMMARIES, POLICY, LOG = ("checkpoints", "state", "summaries", "policy",
+                                              "training.json")
+BASELINES = "baselines.json"       # in CHECKPOINTS: an older version's (state/ keeps them now)
 IMITATION_LEARNING_RATE = 1e-3
 LESSON_MARGIN = 0.01        # how much faster a placement met must be to become the lesson
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -108,6 +129,8 @@ class Trainer:
         if config.keep_imitating_where not in IMITATE_WHERE:
             raise ValueError(f"keep_imitating_where must be one of {IMITATE_WHERE}, not "
                              f"{config.keep_imitating_where!r}")
+        check_training_folder(out)
+        self._hold(out)
         self.config, self.out = config, out
         self.problems = list(problems)
         initial = initial or [None] * len(self.problems)
@@ -125,33 +148,57 @@ class Trainer:
                                                 self.env.action_spec(), config, self.step)
         self.baselines = Baselines(config.baseline_window)
         self.imitation_optimizer = tf.keras.optimizers.Adam(IMITATION_LEARNING_RATE)
-        self.checkpointer = common.Checkpointer(
-            ckpt_dir=os.path.join(out, CHECKPOINTS), max_to_keep=2, agent=self.agent,
-            policy=self.agent.policy, train_step=self.step,
+        self.checkpoint = tf.train.Checkpoint(
+            agent=self.agent, policy=self.agent.policy, train_step=self.step,
             imitation_optimizer=self.imitation_optimizer)
-        # the imitation optimizer's slots are restored when imitation builds them (resume);
-        # a reinforcement stage or fine-tuning never does, and TensorFlow would warn per slot
-        self.checkpointer.initialize_or_restore().expect_partial()
-        if config.warm_start and not self.checkpointer.checkpoint_exists:
-            self._take_weights(os.path.join(config.warm_start, CHECKPOINTS))
-        self.baselines.load(os.path.join(out, CHECKPOINTS))
+        for folder in (CHECKPOINTS, STATE):    # checkpoints/ first: it marks a training folder
+            os.makedirs(os.path.join(out, folder), exist_ok=True)
+        self.history, self.imitation = [], []
+        self._saved = None          # the checkpoint this run goes on from: resumed, or saved last
+        self._resume()
         self.writer = tf.summary.create_file_writer(os.path.join(out, SUMMARIES))
-        log = read_log(os.path.join(out, LOG))
-        self.history, self.imitation = log["iterations"], log.get("imitation", [])
         self.demonstrations = None        # until demonstrate()
         self._clone = cloning_step(self.actor, self.imitation_optimizer)
         self._greedy = GreedyActor(self.actor)
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
-    def _take_weights(self, checkpoints: str) -> None:
-        """The networks' weights from another run's last checkpoint (warm start). Where the
-        observation has gained inputs since (appended last, as specs.py adds them), a weight
-        matrix has more input rows than the old one: those rows start at zero, so the
-        network starts out scoring as the old one did, and training finds their use."""
-        if not tf.train.latest_checkpoint(checkpoints):
+    def _hold(self, out: str) -> None:
+        """One process trains in `out` at a time (each save removes the checkpoints it did
+        not write): the folder's lock, held while this trainer lives."""
+        os.makedirs(os.path.join(out, CHECKPOINTS), exist_ok=True)    # marks a training folder
+        lock = FileLock(os.path.join(out, ".lock"), f"the training in {out}")
+        if not lock.acquire(wait=False):
+            raise InputError(f"--out {out}: another tf-placeto process (pid "
+                             f"{holder_pid(lock.path) or 'unknown'}) trains there")
+        weakref.finalize(self, lock.release)
+
+    def _resume(self) -> None:
+        """Go on from the newest whole checkpoint under `out`, with its log and baselines; a
+        new run where nothing was saved (from `warm_start`'s weights, if given)."""
+        self._saved, state = _newest_whole(self.out, _saved_state)
+        if self._saved is None:
+            if self.config.warm_start:
+                self._take_weights(self.config.warm_start)
+            return
+        self.imitation, self.history, self.baselines.seen = state
+        # the imitation optimizer's slots are restored when imitation builds them (resume);
+        # a reinforcement stage or fine-tuning never does, and TensorFlow would warn per slot
+        self.checkpoint.restore(self._saved).expect_partial()
+        if os.path.isfile(_state_path(self._saved)):
+            self._write_log()    # training.json: the log of the checkpoint this run goes on from
+
+    def _take_weights(self, folder: str) -> None:
+        """The networks' weights from the last whole checkpoint of another run in `folder`
+        (warm start). Where the observation has gained inputs since (appended last, as
+        specs.py adds them), a weight matrix has more input rows than the old one: those rows
+        start at zero, so the network starts out scoring as the old one did, and training
+        finds their use."""
+        checkpoints = os.path.join(folder, CHECKPOINTS)
+        prefix, _ = _newest_whole(folder, lambda prefix: None)
+        if prefix is None:
             raise InputError(f"--warm-start: no checkpoint in {checkpoints}")
-        reader = tf.train.load_checkpoint(checkpoints)
+        reader = tf.train.load_checkpoint(prefix)
         # the actor as REINFORCE and PPO keep it, and PPO's critic (where both runs have one)
         networks = {"_actor_network": self.actor, "_actor_net": self.actor,
                     "_value_net": getattr(self.agent, "_value_net", None)}
@@ -217,8 +264,9 @@ class Trainer:
         """Teach the actor, before any reinforcement learning, to move each group to its
         device in `decisions` (recorded by demonstrate(), unless it has recorded them
         already), until `epochs` passes are done in all. Each pass is checkpointed: a killed
-        run resumes at its next pass (training.json counts them, and keeps `taught`, whose
-        decisions they were: problems per placer). Returns each epoch's loss and accuracy."""
+        run resumes at its next pass (the checkpoint's log counts them, and keeps `taught`,
+        whose decisions they were: problems per placer). Returns each epoch's loss and
+        accuracy."""
         if len(self.imitation) >= epochs:
             return self.imitation
         if self.iterations_done:
@@ -303,18 +351,44 @@ class Trainer:
                   for batch in itertools.islice(lessons, self.config.keep_imitating)]
         return {**judged, "imitation_loss": float(np.mean(losses))}
 
+    def logged(self) -> dict:
+        """What training.json holds: the configuration, imitation epochs and iterations."""
+        return {"config": dataclasses.asdict(self.config), "imitation": self.imitation,
+                "iterations": self.history}
+
     def save(self) -> None:
-        self.checkpointer.save(self.step)
-        self.baselines.save(os.path.join(self.out, CHECKPOINTS))
-        _write_log(os.path.join(self.out, LOG), dataclasses.asdict(self.config), self.history,
-                   self.imitation)
+        """Save the run as one unit (the module's docstring): a new checkpoint, numbered past
+        every one there so that nothing is written over, and its state file, then
+        training.json. Only the checkpoint this run went on from is kept besides: older
+        ones, ones passed over as damaged and what killed saves left go first."""
+        prefix = _next_checkpoint(self.out)
+        _remove_checkpoints_but(self.out, [self._saved])
+        state = {**self.logged(), "baselines": self.baselines.as_json()}
+        write_atomically(_state_path(prefix), lambda file: json.dump(state, file))
+        self.checkpoint.write(prefix)
+        for path in _checkpoint_files(prefix):
+            fsync_tree(path)
+        fsync_folder(os.path.dirname(prefix))
+        kept = [os.path.basename(p) for p in (self._saved, prefix) if p]
+        # TensorFlow's own index (tf.train.latest_checkpoint), for tools that read the folder
+        tf.compat.v1.train.update_checkpoint_state(os.path.dirname(prefix), kept[-1], kept)
+        self._saved = prefix
+        self._write_log()
+
+    def _write_log(self) -> None:
+        write_atomically(os.path.join(self.out, LOG),
+                         lambda file: json.dump(self.logged(), file, indent=1))
 
     def export(self) -> str:
-        """The greedy policy as a SavedModel (TF-Agents' PolicySaver) under out/policy."""
+        """The greedy policy as a SavedModel (TF-Agents' PolicySaver) under out/policy,
+        written into a staging folder and swapped in whole."""
         path = os.path.join(self.out, POLICY)
-        with warnings.catch_warnings():   # about saving distributions: inference never loads them
+        with Staging(path) as staging, warnings.catch_warnings():
+            # about saving distributions: inference never loads them
             warnings.filterwarnings("ignore", message="Encoding a StructuredValue")
-            policy_saver.PolicySaver(self.agent.policy, train_step=self.step).save(path)
+            policy_saver.PolicySaver(self.agent.policy, train_step=self.step).save(
+                staging.path(POLICY))
+            staging.replace(POLICY)
         return path
 
     def best(self, problem_index: int) -> tuple:
@@ -475,16 +549,16 @@ class Baselines:
         del self.seen[key][:-self.window]
         return (rewards - b + np.append(b[1:], 0.0)).astype(rewards.dtype)
 
-    def save(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, BASELINES), "w", encoding="utf-8") as f:
-            json.dump({k: [list(map(float, e)) for e in v] for k, v in self.seen.items()}, f)
+    def as_json(self) -> dict:
+        return {k: [list(map(float, e)) for e in v] for k, v in self.seen.items()}
 
-    def load(self, directory: str) -> None:
-        path = os.path.join(directory, BASELINES)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                self.seen = {k: [np.array(e) for e in v] for k, v in json.load(f).items()}
+    @staticmethod
+    def seen_from_json(saved: dict) -> dict:
+        """What as_json wrote, as `seen`; ValueError where it is not that."""
+        try:
+            return {str(k): [np.array(e, dtype=float) for e in v] for k, v in saved.items()}
+        except (TypeError, AttributeError) as error:
+            raise ValueError(f"not baselines: {error}") from None
 
 
 def _json_seconds(seconds: np.ndarray) -> list:
@@ -506,15 +580,157 @@ def iterations_by_setting(history: Sequence[dict]) -> pd.DataFrame:
 
 
 def read_log(path: str) -> dict:
+    """A training.json ({"iterations": []} where there is none); InputError naming one that
+    does not parse."""
     if not os.path.isfile(path):
         return {"iterations": []}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        logged = _read_json(path)
+    except ValueError as error:
+        raise InputError(f"{path} does not parse ({error})") from None
+    if not isinstance(logged, dict):
+        raise InputError(f"{path} is not a training log")
+    return logged
 
 
-def _write_log(path: str, config: dict, history: list, imitation: list) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"config": config, "imitation": imitation, "iterations": history}, f,
-                  indent=1)
-    os.replace(tmp, path)
+def _read_json(path: str):
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+# ---- the training folder and its checkpoints ------------------------------------------------
+def check_training_folder(out: str) -> None:
+    """Refuse to train in `out` where it holds something else: training writes its files
+    there (policy/, learning_curve.png, ...) and must not take the place of a user's. A
+    missing or empty folder starts a run; one with checkpoints/ or training.json resumes."""
+    if not os.path.exists(out):
+        return
+    if not os.path.isdir(out):
+        raise InputError(f"--out {out}: a file, not a folder to train in")
+    if os.listdir(out) and not (os.path.isdir(os.path.join(out, CHECKPOINTS))
+                                or os.path.isfile(os.path.join(out, LOG))):
+        raise InputError(f"--out {out}: holds files and is not a training folder (no "
+                         f"{CHECKPOINTS}/ or {LOG}); give a new or empty folder, or one that "
+                         "a run trained in")
+
+
+_CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)")    # then .index, .data-*, _temp/ or .json
+
+
+def _state_path(prefix: str) -> str:
+    """The state file of the checkpoint `prefix` (out/checkpoints/ckpt-N): out/state/ckpt-N.json."""
+    out = os.path.dirname(os.path.dirname(prefix))
+    return os.path.join(out, STATE, os.path.basename(prefix) + ".json")
+
+
+def _checkpoint_files(prefix: str) -> list:
+    folder, name = os.path.split(prefix)
+    return [os.path.join(folder, entry) for entry in os.listdir(folder)
+            if (match := _CHECKPOINT_NAME.match(entry)) and match.group() == name]
+
+
+def _checkpoints(out: str) -> list:
+    """The checkpoints saved under `out` (those with an index, whole or not), newest first."""
+    folder = os.path.join(out, CHECKPOINTS)
+    names = [entry.removesuffix(".index") for entry in _entries(folder)
+             if entry.endswith(".index")]
+    return sorted((os.path.join(folder, name) for name in names
+                   if _CHECKPOINT_NAME.fullmatch(name)),
+                  key=lambda prefix: int(prefix.rpartition("-")[2]), reverse=True)
+
+
+def _next_checkpoint(out: str) -> str:
+    """The prefix of the next checkpoint under `out`: numbered past every checkpoint and
+    state file there, whole or not."""
+    numbers = [int(match.group(1)) for folder in (CHECKPOINTS, STATE)
+               for entry in _entries(os.path.join(out, folder))
+               if (match := _CHECKPOINT_NAME.match(entry))]
+    return os.path.join(out, CHECKPOINTS, f"ckpt-{max(numbers, default=0) + 1}")
+
+
+def _entries(folder: str) -> list:
+    return os.listdir(folder) if os.path.isdir(folder) else []
+
+
+def _remove_checkpoints_but(out: str, kept: Sequence[Optional[str]]) -> None:
+    """Remove every checkpoint under `out` but `kept`, with its state file, what killed
+    saves left (parts of checkpoints, temporary state files) and an older version's
+    baselines once no checkpoint kept needs them."""
+    names = {os.path.basename(prefix) for prefix in kept if prefix}
+    checkpoints, states = os.path.join(out, CHECKPOINTS), os.path.join(out, STATE)
+    removed = [os.path.join(checkpoints, entry) for entry in os.listdir(checkpoints)
+               if (match := _CHECKPOINT_NAME.match(entry)) and match.group() not in names]
+    removed += [os.path.join(states, entry) for entry in os.listdir(states)
+                if entry.removesuffix(".json") not in names]
+    if all(os.path.isfile(_state_path(os.path.join(checkpoints, name))) for name in names):
+        removed += [path for path in [os.path.join(checkpoints, BASELINES)]
+                    if os.path.isfile(path)]
+    for path in removed:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+
+class _Damaged(Exception):
+    """Why a checkpoint or what goes with it cannot be read back whole."""
+
+
+def _newest_whole(out: str, read: Callable[[str], object]) -> tuple:
+    """(prefix, read(prefix)) of the newest checkpoint under `out` whose files read back
+    whole and for which `read` (what goes with it) raises no _Damaged; each one passed over
+    is named in one line. (None, None) where nothing was saved; InputError where nothing
+    saved is whole."""
+    passed = []
+    for prefix in _checkpoints(out):
+        try:
+            _read_back(prefix)
+            return prefix, read(prefix)
+        except _Damaged as damage:
+            log.warning(f"{prefix} is damaged ({damage}): passed over for the one before it")
+            passed.append(f"{os.path.basename(prefix)}: {damage}")
+    if passed:
+        raise InputError(f"{out}: none of its checkpoints is whole ({'; '.join(passed)}); "
+                         "move it aside to start anew")
+    return None, None
+
+
+def _read_back(prefix: str) -> None:
+    """Read every tensor of a checkpoint (their checksums checked): _Damaged where its files
+    are cut short or corrupt."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)
+    except (tf.errors.OpError, IndexError, ValueError) as error:
+        raise _Damaged(str(error).strip().splitlines()[0]) from None
+
+
+def _saved_state(prefix: str) -> tuple:
+    """(imitation epochs, iterations, baselines) saved with a checkpoint: from its state
+    file; for an older version's checkpoint, from training.json and baselines.json, each
+    named and left out where it does not parse (that layout kept one of each)."""
+    path = _state_path(prefix)
+    if os.path.isfile(path):
+        try:
+            state = _read_json(path)
+            imitation, iterations = state["imitation"], state["iterations"]
+            if not isinstance(imitation, list) or not isinstance(iterations, list):
+                raise ValueError("its log is not lists of rows")
+            return imitation, iterations, Baselines.seen_from_json(state["baselines"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise _Damaged(f"its state {path} does not parse: {error}") from None
+    out = os.path.dirname(os.path.dirname(prefix))
+    logged, baselines = {}, {}
+    try:
+        logged = read_log(os.path.join(out, LOG))
+    except InputError as error:
+        log.warning(f"{error}: resuming {prefix} without its log of iterations")
+    path = os.path.join(os.path.dirname(prefix), BASELINES)
+    if os.path.isfile(path):
+        try:
+            baselines = Baselines.seen_from_json(_read_json(path))
+        except ValueError as error:
+            log.warning(f"{path} does not parse ({error}): resuming {prefix} with new "
+                        "baselines")
+    return logged.get("imitation", []), logged.get("iterations", []), baselines
