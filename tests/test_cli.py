@@ -147,6 +147,8 @@ def _bad_inputs(mlp_model, inspected, tmp):
         "a function that calls itself": ["inspect", str(tmp / "recursive.pbtxt")],
         "SOURCE that cannot be opened": ["inspect", str(tmp / "socket.pb")],
         "SOURCE that is a pipe": ["inspect", str(tmp / "pipe.pb")],
+        "placement that is a pipe": ["apply", mlp_model, "--placement", str(tmp / "pipe.pb"),
+                                     "--out", out],
     }
 
 

@@ -7,6 +7,8 @@
   in one line and writes it back without them. The logs of a folder share one lock.
 - `FileLock`: one process at a time (flock), re-entrant within a process; a process that
   must wait says so once.
+- `check_output_file` / `check_output_folder`: an output path a user names, refused before
+  any work when it cannot be written or lies inside what the command reads.
 - `Staging` and `replace_path`: a file or folder is written into a staging folder beside
   its destination, fsync'd, then swapped in. A folder is exchanged atomically where the
   kernel can (Linux's renameat2 RENAME_EXCHANGE); elsewhere the old one is renamed aside
@@ -410,17 +412,6 @@ def _exchange(a: str, b: str) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
         return False
     raise OSError(code, os.strerror(code), b)
-
-
-@contextlib.contextmanager
-def _no_exchange():
-    """For tests: the fallback of two renames, as where the kernel cannot exchange."""
-    saved = _renameat2.cache
-    _renameat2.cache = [None]
-    try:
-        yield
-    finally:
-        _renameat2.cache = saved
 
 
 def _renameat2():

@@ -116,6 +116,9 @@ class Placement(Mapping):
 
 def _read_text(path: str) -> str:
     """A placement file's text, read no further than MAX_FILE_BYTES."""
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+        raise PlacementError(f"{path}: not a file (a pipe, socket or device), whose reading "
+                             "could wait for ever")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(MAX_FILE_BYTES + 1)

@@ -53,7 +53,6 @@ import re
 import shutil
 import time
 import warnings
-import weakref
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -163,15 +162,16 @@ class Trainer:
         self._train = common.function(self.agent.train)
         self._act = common.function(self.agent.collect_policy.action)
 
-    def _hold(self, out: str) -> None:
+    @staticmethod
+    def _hold(out: str) -> None:
         """One process trains in `out` at a time (each save removes the checkpoints it did
-        not write): the folder's lock, held while this trainer lives."""
+        not write): the folder's lock, which this process keeps until it ends (re-entrant:
+        its own trainers may resume there)."""
         os.makedirs(os.path.join(out, CHECKPOINTS), exist_ok=True)    # marks a training folder
         lock = FileLock(os.path.join(out, ".lock"), f"the training in {out}")
         if not lock.acquire(wait=False):
             raise InputError(f"--out {out}: another tf-placeto process (pid "
                              f"{holder_pid(lock.path) or 'unknown'}) trains there")
-        weakref.finalize(self, lock.release)
 
     def _resume(self) -> None:
         """Go on from the newest whole checkpoint under `out`, with its log and baselines; a
