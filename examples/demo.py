@@ -84,8 +84,8 @@ def _demo(args, say) -> bool:
     import tf_placeto as tp
     from tf_placeto import methods
     from tf_placeto.compare import RealRuns, compare, printable
-    from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.plots import comparison_plot, gantt
     from tf_placeto.workload import load_workload
 

@@ -6,7 +6,7 @@
 
 For each real model of measure.real_models (built and cached first) or bundled example (nmt):
 profile it on the runtime, which times the profile's own calibration placements for real and
-fits the simulator to them (tf_placeto.measure.fitting); then a separate set of
+fits the simulator to them (tf_placeto.measure.profiling.fitting); then a separate set of
 `--placements` placements that the fit never saw (every algorithmic placer's decision and
 random placements over fine and coarse groups, drawn with `--seed`; any placement in the
 fit's log left out) is timed for real, in turns, in two independent passes. Printed per
@@ -38,8 +38,8 @@ def evaluation_placements(workload, runtime, count: int, seed: int) -> list:
     was made from (the profile's own singles and splits, earlier runs of place or measure)."""
     import tf_placeto as tp
     from tf_placeto import methods
-    from tf_placeto.measure import fitting
-    from tf_placeto.measure.measurer import device_indices, written_indices
+    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.evaluation.measurer import device_indices, written_indices
 
     graph = workload.graph
     devices = tp.DeviceSet.from_strings(runtime.device_names)
@@ -74,7 +74,7 @@ def timed_twice(name: str, runtime, args, stream: int = 0, workload=None) -> tup
     and their real figures from two independent passes in turns (real: (2, placements)
     seconds per step, of streams `stream` at a time where stream > 0; ok: the placement ran
     in both)."""
-    from tf_placeto.measure.interleaved import measure_interleaved
+    from tf_placeto.measure.evaluation.interleaved import measure_interleaved
     from tf_placeto.workload import load_workload
 
     workload = workload or load_workload(real_models.source(name), runtime, cache=args.cache)
@@ -95,8 +95,8 @@ def timed_twice(name: str, runtime, args, stream: int = 0, workload=None) -> tup
 
 def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
-    from tf_placeto.measure import fitting
-    from tf_placeto.measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
 
     workload, labels, placements, real, ok = timed_twice(name, runtime, args)
     calibration = workload.cost_model.calibration
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", default=None, help="also write every placement's row here")
     args = parser.parse_args(argv)
 
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.runtime import open_runtime
 
     rows, tables = [], []
     with open_runtime(cluster=args.cluster) as runtime:

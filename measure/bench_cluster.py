@@ -7,7 +7,7 @@ of matmuls placed both on worker 0, then one chain per worker. Prints the fastes
 `--rounds` warm runs of each (the placements run in turns, so load on this shared machine hits
 both alike) and their ratio: near 0.5 when the workers run side by side, near 1 when they do
 not. The test suite checks the same parallelism without a clock threshold, from the overlap of
-the two workers' traced kernels (tests/test_cluster.py).
+the two workers' traced kernels (tests/measure/runtimes/test_cluster.py).
 """
 
 from __future__ import annotations
@@ -15,24 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-
-def chains_graph(devices, chain_length: int = 8, size: int = 1024):
-    """(graph, total): one chain of `chain_length` size^3 matmuls per entry of `devices`,
-    summed at the end."""
-    import tensorflow as tf
-
-    graph = tf.Graph()
-    with graph.as_default():
-        ends = []
-        for seed, device in enumerate(devices):
-            with tf.device(device):
-                weights = tf.random.normal((size, size), stddev=size ** -0.5, seed=seed)
-                x = weights
-                for _ in range(chain_length):
-                    x = tf.matmul(x, weights)
-                ends.append(tf.reduce_sum(x))
-        total = tf.add_n(ends)
-    return graph, total
+from tf_placeto.examples.probes import chains_graph
 
 
 def best_step_times(cluster, placements, rounds: int = 5, **graph_options) -> list:
@@ -68,7 +51,7 @@ def main(argv=None) -> None:
     from tf_placeto import _quiet
 
     _quiet.set_tensorflow_environment()
-    from tf_placeto.measure.cluster import LocalCluster
+    from tf_placeto.measure.runtimes.local import LocalCluster
 
     with LocalCluster(2) as cluster:
         task0, task1 = cluster.device_names

@@ -38,8 +38,8 @@ def main(argv=None) -> int:
 
     _quiet.set_tensorflow_environment()
     from measure import say
-    from tf_placeto.measure.costmodel import Link
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.costs.costmodel import Link
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.policy import inference
     from tf_placeto.policy.objective import single_device
     from tf_placeto.policy.starts import fast_start

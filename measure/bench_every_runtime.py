@@ -72,8 +72,8 @@ def same_outputs(source: str, written: str, runtime: dict) -> str:
     """Run both as written on the runtime (open_runtime's arguments), same inputs: "yes", or
     how they differ."""
     import tf_placeto as tp
-    from tf_placeto.measure.runner import OK, ModelRunner
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.runner import OK, ModelRunner
+    from tf_placeto.measure.runtimes.runtime import open_runtime
 
     def outputs(path, running):
         result = ModelRunner(tp.import_graph(path)).run(running, None, warmup=0, repeats=1)

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.placers import optimal
     from tf_placeto.placers.common import fast_decisions
     from tf_placeto.placers.objectives import MODEL_SCORES

@@ -12,7 +12,7 @@ more step returns TensorFlow's partition graphs: their Send/Recv pairs between t
 messages the step really exchanges, data and control (a control edge across tasks is a dummy
 tensor), after Grappler rewrote the graph and the session placed its feeds and fetches. The
 simulator's are its transfers between tasks under the calibrated profile; the counted ones
-are tf_placeto.measure.messages' count from Grappler run offline, each message once (as the
+are tf_placeto.measure.costs.messages' count from Grappler run offline, each message once (as the
 partition graphs list them, loops not multiplied). Printed per placement: the real step
 (mean of the passes), the calibrated simulated step, the simulator's transfers, the counted
 and the real messages; then the Spearman of each against the real steps, and of each count
@@ -27,8 +27,8 @@ import sys
 import numpy as np
 
 from measure.bench_calibration import add_timing_options, timed_twice
-from tf_placeto.measure.links import cross_task_messages
-from tf_placeto.measure.messages import TaskMessages
+from tf_placeto.measure.runtimes.links import cross_task_messages
+from tf_placeto.measure.costs.messages import TaskMessages
 
 
 def main(argv=None) -> int:
@@ -44,9 +44,9 @@ def main(argv=None) -> int:
 
     import tf_placeto as tp
     from measure import say
-    from tf_placeto.measure.measurer import SimulatedMeasurer
-    from tf_placeto.measure.runner import ModelRunner
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
+    from tf_placeto.measure.runtimes.runner import ModelRunner
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.measure.simulator import simulate
 
     with open_runtime(cluster=args.cluster) as runtime:

@@ -12,8 +12,8 @@ stream of K >= 2 could at best halve the time per step; what it gets on the runt
 the transfers and RunGraph calls of a split cost against the second device it gains. The
 default cluster's workers run one op at a time (threads=1), so that each step leaves a stage
 as soon as its own ops are done; `--cluster local:2` gives them the default 8 inter-op
-threads, on which the steps in flight move in convoys (BUILD.md, "One op at a time per
-worker").
+threads, on which the steps in flight move in convoys (docs/results/pipeline.md, "One op at
+a time per worker").
 """
 
 from __future__ import annotations
@@ -26,24 +26,7 @@ import tempfile
 import pandas as pd
 
 from measure import say
-
-
-def two_stage_model(path: str, size: int, chain: int) -> str:
-    """The SavedModel of the module docstring; the second stage's ops are named stage_2."""
-    import tensorflow as tf
-
-    class TwoStages(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec((size, size), tf.float32)])
-        def step(self, x):
-            for stage in (1, 2):
-                with tf.name_scope(f"stage_{stage}"):
-                    for _ in range(chain):
-                        x = tf.tanh(tf.matmul(x, x) / size)
-            return {"out": tf.reduce_sum(x)}
-
-    module = TwoStages()
-    tf.saved_model.save(module, path, signatures={"serving_default": module.step})
-    return path
+from tf_placeto.examples.probes import two_stage_model
 
 
 def main(argv=None) -> int:
@@ -56,8 +39,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from tf_placeto.api import import_graph
-    from tf_placeto.measure.interleaved import measure_interleaved
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+    from tf_placeto.measure.runtimes.runtime import open_runtime
 
     with tempfile.TemporaryDirectory() as scratch:
         graph = import_graph(two_stage_model(os.path.join(scratch, "two_stages"), args.size,

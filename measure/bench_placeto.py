@@ -93,8 +93,8 @@ def main(argv=None) -> int:
 
     from measure import say
     from tf_placeto import methods
-    from tf_placeto.measure.costmodel import Link
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.costs.costmodel import Link
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start, start_placement
     from tf_placeto.workload import load_workload

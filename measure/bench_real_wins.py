@@ -11,7 +11,7 @@ predicted and measured step as written -> placed, and, when it gives them, wheth
 model and the candidates it measured. Then it re-measures the written model against the
 source, apart from `place`: on a fresh local:2 cluster, `--sessions` times in turn, both
 SavedModels are loaded from their files into new sessions and timed in turns
-(tf_placeto.measure.noise: at least 6 rounds, then until the ratio is known to 5% or the
+(tf_placeto.measure.evaluation.noise: at least 6 rounds, then until the ratio is known to 5% or the
 session's share of `--budget` seconds ends). The rounds of all the sessions give written /
 source round by round with its 95% interval; each session's own median ratio is kept too.
 With `--method placeto`, the table also gives the policy's own answer and the best point on
@@ -19,9 +19,8 @@ its walk, both simulated, as `place` reports them (it writes the best point on t
 (Measuring each with its own `tf-placeto measure`, as the users who reported slowdowns did,
 moved one pair by 0.88x to 1.16x between repetitions: a fresh cluster's level varies more
 than the gains asked for. And one session of a split can run slow for as long as it is open:
-on branches, from 1 in 30 to 1 in 5 new sessions of the split, with the machine's state, ran
-above 0.9x of the source, up to 1.12x, where most ran at 0.65x to 0.86x; so one session is
-one draw; BUILD.md.)
+on branches, up to 1 in 5 new sessions of the split, with the machine's state, ran above
+0.9x of the source, up to 1.12x; so one session is one draw: docs/results/sessions.md.)
 Prints one table (stdout), the geometric mean of the re-measured ratios placed / as written,
 counting a model left unwritten as 1 (its user keeps the source), how many written models
 were slower beyond the noise, and how many of the re-measuring sessions ran slower than the
@@ -96,10 +95,10 @@ def remeasure(source: str, written: str, budget_s: float, sessions: int) -> dict
     import tensorflow as tf  # heavy: only once place has written a model
 
     from tf_placeto.graph.importer import import_source
-    from tf_placeto.measure.cluster import WorkerDied
-    from tf_placeto.measure.noise import interleave, median_interval, ratio_interval
-    from tf_placeto.measure.runner import ModelRunner, failure
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.cluster import WorkerDied
+    from tf_placeto.measure.evaluation.noise import interleave, median_interval, ratio_interval
+    from tf_placeto.measure.runtimes.runner import ModelRunner, failure
+    from tf_placeto.measure.runtimes.runtime import open_runtime
 
     runners = [ModelRunner(import_source(path)) for path in (source, written)]
     before_s, after_s, session_ratios = [], [], []

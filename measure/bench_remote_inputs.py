@@ -33,8 +33,8 @@ def main(argv=None) -> int:
 
     from measure import say
     from tf_placeto import methods
-    from tf_placeto.measure.measurer import RealMeasurer
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.evaluation.measurer import RealMeasurer
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.workload import load_workload
 
     with open_runtime(cluster=args.cluster) as runtime:

@@ -11,7 +11,7 @@ For each thread count T and each state of the links L, `--clusters` new clusters
 `local:2,threads=T` run, in turn, `--sessions` new sessions of the graph as written and of the
 split, each timed for `--steps` steps after one warm-up step; the settings take turns cluster
 by cluster. A "warm" cluster first exchanges bulk tensors between its tasks
-(tf_placeto.measure.links, as open_runtime does); a "cold" one starts timing at once.
+(tf_placeto.measure.runtimes.links, as open_runtime does); a "cold" one starts timing at once.
 Printed: each session's median ms per step, split and as written, the split's ratio; then per
 setting how many split sessions ran no faster than 0.9x as written ("slow") and the ratios
 of each cluster's first session. With `--trace`, each split session also runs one traced
@@ -23,7 +23,7 @@ over the threads), and the summary compares the slow sessions with the others: a
 whose threads need more CPU time for the same ops ran on slower cores, one whose threads
 wait longer was not given its core.
 
-Three causes of slow sessions were found with it (BUILD.md). With one inter-op thread, a
+Three causes of slow sessions were found with it (docs/results/sessions.md). With one inter-op thread, a
 worker serves its peer's RecvTensor calls only after the ops it has queued, and whether the
 request comes before or after them is settled per session (8 threads, the default since,
 answer at once). On a cold cluster, the first few dozen steps that move bulk data between
@@ -95,9 +95,9 @@ def main(argv=None) -> int:
 
     from measure import real_models, say
     from tf_placeto import methods
-    from tf_placeto.measure.cluster import parse_cluster
-    from tf_placeto.measure.runner import ModelRunner
-    from tf_placeto.measure.runtime import Runtime, open_runtime
+    from tf_placeto.measure.runtimes.runtime import parse_cluster
+    from tf_placeto.measure.runtimes.runner import ModelRunner
+    from tf_placeto.measure.runtimes.runtime import Runtime, open_runtime
     from tf_placeto.workload import load_workload
 
     with open_runtime(cluster="local:2") as runtime:

@@ -37,7 +37,7 @@ def main(argv=None) -> None:
                         help="time the stream mode with K steps in flight")
     args = parser.parse_args(argv)
 
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.measure.simulator import lower_bound_us, simulate
     from tf_placeto.measure.simulator.stream import Stream
     from tf_placeto.workload import load_workload

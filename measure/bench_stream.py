@@ -17,7 +17,7 @@ With `--fit-streams N`, N other placements (seed + 1) are first timed as streams
 turns, and logged beside the profile, as `tf-placeto measure --stream` logs them; the
 evaluation placements then leave them out, and the stream mode predicts them twice: fitted
 on the log's one-step runs alone, and on the log with its streams (which fit the work that
-floats between the processors, tf_placeto.measure.fitting). The streams stay in the log, so
+floats between the processors, tf_placeto.measure.profiling.fitting). The streams stay in the log, so
 every later fit takes them too.
 """
 
@@ -35,8 +35,8 @@ from measure.bench_calibration import add_timing_options, evaluation_placements,
 
 def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
-    from tf_placeto.measure import fitting
-    from tf_placeto.measure.measurer import SimulatedMeasurer
+    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
 
     from tf_placeto.workload import load_workload
 
@@ -81,8 +81,8 @@ def bench(name: str, runtime, args) -> tuple:
 def fit_streams_first(name: str, workload, runtime, devices, args) -> None:
     """Time `args.fit_streams` placements (seed + 1) as streams once, in turns, log them
     beside the profile (module docstring) and refit the workload's calibration on them."""
-    from tf_placeto.measure import fitting
-    from tf_placeto.measure.interleaved import measure_interleaved
+    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.evaluation.interleaved import measure_interleaved
 
     chosen = evaluation_placements(workload, runtime, args.fit_streams, args.seed + 1)
     say(f"{name}: {len(chosen)} placements timed as streams of {args.stream} for the fit")
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     add_timing_options(parser, placements=12, budget_s=60.0)
     args = parser.parse_args(argv)
 
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.runtimes.runtime import open_runtime
 
     rows = []
     with open_runtime(cluster=args.cluster) as runtime:

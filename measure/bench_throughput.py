@@ -44,7 +44,7 @@ def model_against_stream(workload, problem, decisions: list) -> dict:
     """fitting.accuracy of the throughput objective (placers.objectives) against the stream
     mode (problem.evaluate) over `decisions` (group decisions) and MODEL_CHECK_PLACEMENTS
     diverse placements of the workload's groups."""
-    from tf_placeto.measure import fitting
+    from tf_placeto.measure.profiling import fitting
     from tf_placeto.placers.objectives import throughput_objective_us
 
     names, groups = problem.device_names, workload.groups
@@ -78,9 +78,9 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import real_models, say
-    from tf_placeto.measure.interleaved import measure_interleaved
-    from tf_placeto.measure.noise import CONFIDENCE, rounds_for
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+    from tf_placeto.measure.evaluation.noise import CONFIDENCE, rounds_for
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.pipeline import CONFIRM_SESSIONS
     from tf_placeto.placers import hill_climb, optimal
     from tf_placeto.placers.common import fast_decisions

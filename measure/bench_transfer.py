@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import say
-    from tf_placeto.measure.costmodel import Link
-    from tf_placeto.measure.runtime import open_runtime
+    from tf_placeto.measure.costs.costmodel import Link
+    from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.policy import inference, specs
     from tf_placeto.policy.starts import best_known, fast_start
     from tf_placeto.workload import load_workload

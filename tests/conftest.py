@@ -36,7 +36,7 @@ def small_profiles(tmp_path_factory):
 def policy_problems(small_cnn_model, mlp_model, small_profiles):
     """Two graphs, on 2 and 3 devices: problems of different sizes for one policy network."""
     import tf_placeto as tp
-    from tf_placeto.measure.runtime import Runtime
+    from tf_placeto.measure.runtimes.runtime import Runtime
     from tf_placeto.workload import load_workload
 
     runtime = Runtime.local(tp.DeviceSet.local(2))

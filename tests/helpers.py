@@ -78,7 +78,7 @@ def two_buffers_model(path: str, floats: int) -> str:
 
 
 def own_workers() -> list:
-    """The pids of worker processes (tf_placeto.measure.worker) this process started that
+    """The pids of worker processes (tf_placeto.measure.runtimes.worker) this process started that
     still run: a command that ends leaves none."""
     pids = []
     for entry in os.listdir("/proc"):
@@ -89,7 +89,7 @@ def own_workers() -> list:
                 command = cmdline.read()
         except (OSError, ValueError, IndexError):
             continue
-        if parent == os.getpid() and b"tf_placeto.measure.worker" in command:
+        if parent == os.getpid() and b"tf_placeto.measure.runtimes.worker" in command:
             pids.append(int(entry))
     return pids
 
@@ -122,7 +122,7 @@ def estimated_cost_model(graph, remote_extra_us=0.0):
     import pandas as pd
 
     from tf_placeto.graph.work import estimate_work
-    from tf_placeto.measure.costmodel import CostModel
+    from tf_placeto.measure.costs.costmodel import CostModel
 
     ops = pd.DataFrame({"op": [op.name for op in graph.ops], "device_type": "CPU",
                         "compute_us": estimate_work(graph) / 1e3,

@@ -566,7 +566,7 @@ def test_the_calibration_report_gives_single_steps_and_streams_their_own_figures
     """A profile whose log holds streams beside single steps prints each kind's held-out
     figures on a line of its own (fitting.held_out ranks them apart)."""
     from tf_placeto import cli
-    from tf_placeto.measure.calibration import Calibration
+    from tf_placeto.measure.costs.calibration import Calibration
 
     def figures(spearman, error):
         return {"spearman": spearman, "median_error": error}

@@ -5,8 +5,8 @@ import pytest
 import tf_placeto as tp
 from tf_placeto import methods
 from tf_placeto.compare import LOWER_BOUND, RealRuns, compare, printable
-from tf_placeto.measure import fitting
-from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.plots import comparison_plot, gantt
 from tf_placeto.workload import MemoryLimit, load_workload
 

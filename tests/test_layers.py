@@ -14,9 +14,10 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tf_placeto"
 
-# The data path, first to last: source graphs -> devices -> write-back -> measurement (cost
-# model, simulator, real runs) -> placers -> learned policies -> the method registry ->
-# workloads -> the pipeline and Python API -> reports -> the command line.
+# The data path, first to last: source graphs -> devices -> write-back -> measurement (the
+# simulator, runtimes that run placed graphs, the cost model, evaluation of placements for real,
+# profiling that builds and calibrates the cost model) -> placers -> learned policies -> the
+# method registry -> workloads -> the pipeline and Python API -> reports -> the command line.
 LAYERS = [
     ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.files", "tf_placeto.cache",
      "tf_placeto.log", "tf_placeto._version"],
@@ -24,7 +25,11 @@ LAYERS = [
     ["tf_placeto.graph"],
     ["tf_placeto.devices"],
     ["tf_placeto.placement", "tf_placeto.rewrite"],
-    ["tf_placeto.measure"],
+    ["tf_placeto.measure.simulator"],
+    ["tf_placeto.measure.runtimes"],
+    ["tf_placeto.measure.costs"],
+    ["tf_placeto.measure.evaluation"],
+    ["tf_placeto.measure.profiling", "tf_placeto.measure"],
     ["tf_placeto.placers"],
     ["tf_placeto.policy"],
     ["tf_placeto.methods"],

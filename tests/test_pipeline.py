@@ -8,10 +8,10 @@ import pytest
 from tests.helpers import run_cli
 from tf_placeto import methods, pipeline
 from tf_placeto.devices import DeviceSet
-from tf_placeto.measure import fitting
-from tf_placeto.measure.measurer import MeasureResult
-from tf_placeto.measure.noise import ratio_interval
-from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.evaluation.measurer import MeasureResult
+from tf_placeto.measure.evaluation.noise import ratio_interval
+from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.placers.run import PlacerResult
 from tf_placeto.pipeline import _faster_beyond_noise
 

@@ -1,7 +1,7 @@
 """Write-back: the placed copy runs, gives the same outputs, and its ops run where asked.
 
 "Where asked" is read from TensorFlow's own step stats of a fully traced run on several
-logical CPU devices (tf_placeto.measure.runner), not from the protos we wrote.
+logical CPU devices (tf_placeto.measure.runtimes.runner), not from the protos we wrote.
 """
 
 import os
@@ -15,7 +15,7 @@ import tf_placeto as tp
 from tests.helpers import round_robin, tree_digest
 from tf_placeto.errors import SourceError
 from tf_placeto.graph.sources import load_source
-from tf_placeto.measure.runner import run_traced
+from tf_placeto.measure.runtimes.runner import run_traced
 
 CPU0, CPU1 = "/device:CPU:0", "/device:CPU:1"
 
@@ -108,7 +108,7 @@ def _tf1_graph():
 
 def _run_tf1(graph_def, num_cpus=2):
     """Run a GraphDef's "out" on logical CPUs with full tracing; (value, {node: device})."""
-    from tf_placeto.measure.step_stats import node_devices
+    from tf_placeto.measure.runtimes.step_stats import node_devices
 
     config = tf.compat.v1.ConfigProto(device_count={"CPU": num_cpus}, allow_soft_placement=False)
     metadata = tf.compat.v1.RunMetadata()

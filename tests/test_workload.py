@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tf_placeto as tp
-from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.workload import MemoryLimit, load_workload
 
 

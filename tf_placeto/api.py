@@ -20,14 +20,15 @@ from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source, source_path
 from tf_placeto.log import progress
-from tf_placeto.measure import fitting
-from tf_placeto.measure.costmodel import Link, graph_profile_directory
-from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.measurer import MeasureResult, SimulatedMeasurer
-from tf_placeto.measure.profiler import Profile
-from tf_placeto.measure.profiler import cached_profile, measure_profile, profile as profile_graph
-from tf_placeto.measure.runtime import open_runtime, planned_runtime
-from tf_placeto.measure.trace import write_traces
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.costs.costmodel import Link, graph_profile_directory
+from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
+from tf_placeto.measure.profiling.profiler import Profile
+from tf_placeto.measure.profiling.profiler import (cached_profile, measure_profile,
+                                               profile as profile_graph)
+from tf_placeto.measure.runtimes.runtime import open_runtime, planned_runtime
+from tf_placeto.measure.evaluation.trace import write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import objective_and_in_flight
@@ -120,7 +121,7 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
                   trace: Optional[str] = None, stream: int = 0, sessions: int = 1) -> list:
     """Step times of `source` under each placement (None: as written; a dict or a JSON
     file of op -> device), as MeasureResults. For real, on the devices or cluster, the
-    placements are timed in turns (tf_placeto.measure.interleaved): each median has an
+    placements are timed in turns (tf_placeto.measure.evaluation.interleaved): each median has an
     interval, each placement its ratio to the first and the placements it cannot be told
     apart from; `repeats` rounds, or "auto": until the intervals are narrow or `budget_s`
     ends. With `simulate`, predicted from the profile (made first if none is cached). Every
@@ -215,7 +216,7 @@ def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
                       cache: Optional[str] = None) -> tuple:
     """(problems, measurable, labels): the placement problems `tf-placeto train` learns on.
     Each graph (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
-    tf_placeto.measure.runtime.Runtime); its problems are on each device count of devices like
+    measure.runtimes.runtime.Runtime); its problems are on each device count of devices like
     the profiled ones, joined by each of `links` (None: the measured link), and with
     `on_runtime` also on the runtime's own devices. measurable: for those last problems, by
     index, what measuring their placements for real needs (policy.real.MeasuredGraph).

@@ -29,10 +29,10 @@ from tf_placeto.files import check_output_file, check_output_folder, write_atomi
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.graph.sources import source_path
 from tf_placeto.log import progress, progress_to
-from tf_placeto.measure import fitting
-from tf_placeto.measure.costmodel import Link
-from tf_placeto.measure.runtime import open_runtime
-from tf_placeto.measure.trace import simulated_trace, write_trace
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.costs.costmodel import Link
+from tf_placeto.measure.runtimes.runtime import open_runtime
+from tf_placeto.measure.evaluation.trace import simulated_trace, write_trace
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
 from tf_placeto.policy.starts import IMITATE_WHERE, START_KINDS, best_known, initial_placement
 from tf_placeto.workload import MemoryLimit

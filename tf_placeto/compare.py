@@ -23,11 +23,11 @@ from tf_placeto import methods as placement_methods
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError, PlacetoError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
-from tf_placeto.measure import fitting
-from tf_placeto.measure.costmodel import Link
-from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.measurer import RealMeasurer
-from tf_placeto.measure.runtime import Runtime, open_runtime
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.costs.costmodel import Link
+from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+from tf_placeto.measure.evaluation.measurer import RealMeasurer
+from tf_placeto.measure.runtimes.runtime import Runtime, open_runtime
 from tf_placeto.placers.objectives import MODEL_SCORES
 from tf_placeto.placers.problem import IN_FLIGHT, objective_and_in_flight
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
@@ -59,7 +59,7 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
             in_flight: int = IN_FLIGHT) -> pd.DataFrame:
     """The comparison table (see module doc). A device count of None: the profiled devices.
     options: placer options by their names (methods.options(): budget, ...); link: simulate
-    devices joined by this tf_placeto.measure.costmodel.Link instead of the measured links.
+    devices joined by this tf_placeto.measure.costs.costmodel.Link instead of the measured links.
     objective: what the placers optimise and the table ranks by: "latency" (one step) or
     "throughput" (seconds per step with `in_flight` steps at once).
 

@@ -33,7 +33,7 @@ from tf_placeto.errors import DeviceError, InputError
 from tf_placeto.functions import PlacedStep, export_step, flat_tensor_arguments
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress_to
-from tf_placeto.measure.runtime import open_runtime
+from tf_placeto.measure.runtimes.runtime import open_runtime
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import objective_and_in_flight
 from tf_placeto.workload import MemoryLimit

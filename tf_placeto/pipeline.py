@@ -24,12 +24,13 @@ import numpy as np
 from tf_placeto.devices import DeviceSet, canonical_device
 from tf_placeto.errors import DeviceError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
-from tf_placeto.measure import fitting
-from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.measurer import SimulatedMeasurer, device_indices, written_indices
-from tf_placeto.measure.noise import CONFIDENCE, rounds_for
-from tf_placeto.measure.runner import OK
-from tf_placeto.measure.runtime import Runtime
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+from tf_placeto.measure.evaluation.measurer import (SimulatedMeasurer, device_indices,
+                                                    written_indices)
+from tf_placeto.measure.evaluation.noise import CONFIDENCE, rounds_for
+from tf_placeto.measure.runtimes.runner import OK
+from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import IN_FLIGHT, PlacementProblem
 from tf_placeto.placers.run import PlacerResult
@@ -42,15 +43,16 @@ LABELS = ("as written", "placed")
 # simulation, each from a different placer, so that one mispredicted placer cannot lose it all;
 # then, up to MAX_MEASURED_CANDIDATES, those the simulator cannot tell from the best: simulated
 # within SIMULATOR_ERROR of it, the median error the calibrated simulator is held to on split
-# placements (BUILD.md, "The calibrated simulator").
+# placements (docs/results/simulator.md, "The benchmark and its targets").
 MEASURED_CANDIDATES = 3
 MAX_MEASURED_CANDIDATES = 5
 SIMULATOR_ERROR = 0.15
 MEASURE_BUDGET_S = 60.0
 # The fastest candidate is measured again in this many sets of new sessions, their rounds
-# pooled: one session of a split can run slower than another for as long as it is open (1 in
-# 30 to 1 in 5 of the branches model's), and one such session alone kept a split that ran
-# 0.73x in place's turns from being written (BUILD.md, "Real wins").
+# pooled: one session of a split can run slower than another for as long as it is open (up
+# to 1 in 5 of the branches model's), and one such session alone kept a split that ran 0.73x
+# in place's turns from being written (docs/results/sessions.md, "The second measurement in
+# three sets of new sessions").
 CONFIRM_SESSIONS = 3
 
 
@@ -101,15 +103,16 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     """Place `source` with `method` on the devices of `runtime` (or on `n_devices` devices
     like them, simulated) and predict the step as written and as placed. With `measure`, the
     best few decisions by simulation (method auto: from different placers) and the graph as
-    written are timed for real, in turns (tf_placeto.measure.interleaved), and a decision is
+    written are timed for real, in turns (tf_placeto.measure.evaluation.interleaved), and a decision is
     kept only if it is faster than the graph as written beyond the noise: the whole 95%
     interval of its round-by-round ratio lies under 1. That takes at least six rounds
     (noise.rounds_for), which run even when `measure_budget_s` has passed. The fastest such
     candidate (or, where the rounds cannot tell it from one simulated faster, that one:
     _faster_beyond_noise) is then measured again against the graph as written, in
     CONFIRM_SESSIONS sets of new sessions, and kept only if it wins again over their pooled
-    rounds: one session of a graph can run 10% faster than another of the same graph for as
-    long as it is open (BUILD.md), which no interval over the rounds of one session sees.
+    rounds: one session of a graph can run faster than another of the same graph for as
+    long as it is open (docs/results/sessions.md, "One session is one draw"), which no
+    interval over the rounds of one session sees.
 
     pins: {op name: device} for ops that must stay where they are (a tf.function's variables
     live on their caller's devices). options: the placers' options (methods' option names).
@@ -185,7 +188,7 @@ def _measure(workload: Workload, problem: PlacementProblem, runtime: Runtime,
 
 
 def _record(workload: Workload, runtime: Runtime, placements: list, results: list) -> None:
-    """Log real results for the simulator's fit (tf_placeto.measure.fitting)."""
+    """Log real results for the simulator's fit (tf_placeto.measure.profiling.fitting)."""
     fitting.record(workload.profile_dir, workload.graph,
                    DeviceSet.from_strings(runtime.device_names), placements, results, "place")
 
@@ -194,8 +197,9 @@ def _to_measure(ranked: list, simulated_us: list) -> list:
     """Of `ranked` (best simulated first), the first MEASURED_CANDIDATES, and after them,
     up to MAX_MEASURED_CANDIDATES in all, those whose `simulated_us` (of the first
     MAX_MEASURED_CANDIDATES; inf: over a device's memory, never added) lie within
-    SIMULATOR_ERROR of the best: on the branches model a split simulated 10% slower than the
-    best ran 15% faster (BUILD.md, "Real wins")."""
+    SIMULATOR_ERROR of the best: on the branches model the simulator's order of close splits
+    was not the real one (docs/results/real-wins.md, "Candidates the simulator cannot
+    rank")."""
     best = min(simulated_us, default=np.inf)
     return [item for k, (item, step) in enumerate(zip(ranked, simulated_us))
             if k < MEASURED_CANDIDATES
@@ -235,8 +239,8 @@ def _faster_beyond_noise(results: list) -> Optional[int]:
     order, so the simulator decides what the measurement cannot. On the branches model
     hill_climb's split and m_topo's, 5% apart in the simulator, tied in `place`'s turns, and
     the smaller median picked m_topo's in 3 of 6 runs; re-measured apart, m_topo's ran at
-    0.73x to 0.79x and hill_climb's at 0.63x to 0.71x (BUILD.md, "Chain moves in the
-    climb")."""
+    0.73x to 0.79x and hill_climb's at 0.63x to 0.71x (docs/results/hill-climbing.md,
+    "Chain moves in the climb")."""
     faster = [(r.ratio_to_first["median"], index) for index, r in enumerate(results)
               if r.status == OK and r.ratio_to_first and r.ratio_to_first["high"] < 1.0
               and r.ratio_to_first["confidence"] >= CONFIDENCE]

@@ -21,8 +21,8 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.measure.costmodel import CostModel
-from tf_placeto.measure.profiler import profile
+from tf_placeto.measure.costs.costmodel import CostModel
+from tf_placeto.measure.profiling.profiler import profile
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.run import PlacerResult
 
@@ -78,7 +78,7 @@ class Workload:
     def problem(self, n_devices: Optional[int] = None, memory: Optional[MemoryLimit] = None,
                 link=None) -> PlacementProblem:
         """The placement problem on the profiled devices, or on `n_devices` simulated ones
-        (linked by `link`, a tf_placeto.measure.costmodel.Link, instead of the measured links
+        (linked by `link`, a tf_placeto.measure.costs.costmodel.Link, instead of the measured links
         if given)."""
         if n_devices is None and link is None:
             names, model = self.profiled_devices, self.cost_model
@@ -96,7 +96,7 @@ class Workload:
 def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
                   signature: Optional[str] = None, tag_set: Optional[str] = None,
                   cache: Optional[str] = None) -> Workload:
-    """Import, group and profile `source` on `runtime` (a tf_placeto.measure.runtime.Runtime)."""
+    """Import, group and profile `source` on `runtime` (a tf_placeto.measure.runtimes.runtime.Runtime)."""
     graph = import_source(source, signature=signature, tag_set=tag_set)
     groups = group_ops(graph, max_groups=max_groups)
     profiled = profile(graph, runtime, cache=cache)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tf_placeto.measure.cluster import LocalCluster
+from tf_placeto.measure.runtimes.local import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tf_placeto as tp
-from measure import real_models
+from tf_placeto.examples import held_out
 from tests.helpers import build_problem
 from tf_placeto import methods
 from tf_placeto.placers import hill_climb
@@ -53,7 +53,7 @@ def test_a_chain_move_takes_the_join_and_the_output_copy_together(tmp_path):
     crossing, moving the Identity alone keeps two; moving both leaves one. Single moves stop
     there, a chain move does not."""
     path = str(tmp_path / "branches")
-    real_models.save("branches", path, count=2, chain=2, size=256)
+    held_out.save("branches", path, count=2, chain=2, size=256)
     groups = tp.group(tp.import_graph(path), max_groups=1000)
     graph = groups.op_graph
     output = int(groups.group_of[graph.index("StatefulPartitionedCall/Identity")])

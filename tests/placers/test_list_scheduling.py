@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import build_problem, step_us
 from tf_placeto import methods
-from tf_placeto.measure.calibration import Calibration
+from tf_placeto.measure.costs.calibration import Calibration
 from tf_placeto.placers.problem import PlacementProblem
 
 

@@ -15,7 +15,7 @@ def cnn_on_devices(small_cnn_model, small_profiles):
     """The small CNN's problem on 2, 5 and 16 devices alike (beyond the two profiled ones,
     simulated like them)."""
     import tf_placeto as tp
-    from tf_placeto.measure.runtime import Runtime
+    from tf_placeto.measure.runtimes.runtime import Runtime
     from tf_placeto.workload import load_workload
 
     workload = load_workload(small_cnn_model, Runtime.local(tp.DeviceSet.local(2)),

@@ -6,7 +6,7 @@ import pytest
 
 import tf_placeto as tp
 from tests.helpers import build_problem, estimated_cost_model, grouped_example
-from tf_placeto.measure.costmodel import Link
+from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.common import evaluations_to_within
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import rnn_planner

@@ -171,8 +171,8 @@ def test_the_real_stage_measures_its_episodes_and_resumes_where_it_stopped(mlp_m
     """Two logical CPUs of this process: one simulated iteration on three devices like them,
     then real iterations on the two, killed and resumed."""
     import tf_placeto as tp
-    from tf_placeto.measure import fitting
-    from tf_placeto.measure.runtime import Runtime
+    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.runtimes.runtime import Runtime
     from tf_placeto.policy.real import MeasuredGraph, RealSteps
     from tf_placeto.workload import load_workload
 

@@ -4,9 +4,8 @@ the step or stream gets faster, until no such move is left or the time limit end
 
 The fast placers each follow one model of a step (a list schedule, a cut, a load bound); the
 simulator that judges them sees more (op-level overlap, copies, the session's work). Single
-moves judged by it close much of that gap: on Inception-V3 at 127 groups on local:2, from
-m_sct's decision (0.83 of one device, simulated) to 0.72, which ran at 0.76 of one device for
-real against m_sct's 0.89 in the same turns (BUILD.md, "Hill climbing in the simulator").
+moves judged by it close much of that gap (docs/results/hill-climbing.md, "Hill climbing in
+the simulator").
 
 Single moves stop where a group is only worth moving with its neighbours: on the four-branch
 model, the AddN that joins the chains sat on the other task from the output, and moving it

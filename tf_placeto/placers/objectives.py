@@ -31,8 +31,8 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
     message between tasks, fitted on logged real streams), over the number of devices.
   These are the op-level simulator's terms (measure.simulator), summed per step, and a
   transfer's latency + bytes / bandwidth split among them as the simulator splits it. No
-  pipeline of stages in one order is asked for (Tarnawski et al.'s throughput model, which
-  this objective was until 2026-11-26): steps in flight overlap whichever way their tensors
+  pipeline of stages in one order is asked for (not Tarnawski et al.'s throughput model:
+  docs/decisions.md says why): steps in flight overlap whichever way their tensors
   cross. It is what the time per step tends to with enough steps in flight and no step
   waiting on another; the stream simulator (PlacementProblem.evaluate) judges the decision.
 """

@@ -2,7 +2,7 @@
 
 Every placer (algorithmic or learned) sees one `PlacementProblem`: the group graph of
 tf_placeto.graph.grouping, the devices, and, per group and device, what running the group
-there costs, all derived from one profile (a tf_placeto.measure.costmodel.CostModel) through
+there costs, all derived from one profile (a tf_placeto.measure.costs.costmodel.CostModel) through
 the op-level simulator's arrays. The same problem judges a decision: `simulate(group_devices)` replays the
 step at op level, which is what every placer is compared on.
 
@@ -33,7 +33,7 @@ import numpy as np
 from tf_placeto.errors import InputError
 from tf_placeto.graph.grouping import GroupGraph, coarsen
 from tf_placeto.measure import simulator
-from tf_placeto.measure.measurer import simulation_problem
+from tf_placeto.measure.evaluation.measurer import simulation_problem
 from tf_placeto.measure.simulator.stream import Stream
 
 OBJECTIVES = ("latency", "throughput")

@@ -11,7 +11,7 @@ are interchangeable are renamed by first use in group order (`PlacementProblem.c
 that a demonstration does not depend on which device a placer happened to call 0; and where a
 demonstrated move opens a device no visited group uses yet, every such device is right: the
 network scores devices alike, so it cannot tell unused interchangeable devices apart, and
-need not. What it did for transfer on the graph families is in BUILD.md.
+need not. What it did for transfer on the graph families: docs/results/policy.md, "Imitation".
 
 This module loads TensorFlow when it is imported (training.py uses it)."""
 

@@ -10,7 +10,7 @@ tf_placeto.policy.training writes them. The package ships two, both trained on t
 families with devices of one machine and with tasks of a cluster (`pretrained_policy()`): one
 for devices of one machine, where splits pay; one for a cluster's tasks, which pay per task
 and per crossing tensor and where gathering is mostly best. In simulation neither network is
-as good as the other in the other's setting (BUILD.md, "The device-equivariant policy").
+as good as the other in the other's setting (docs/results/policy.md, "Why two policies ship").
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
 the policy alone finds; "single", every group on the best device, where the policy must find
@@ -42,17 +42,17 @@ from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
 PRETRAINED_CLUSTER = PRETRAINED + "_cluster"
-# fine-tuning's episodes walk on from where the one before ended: on Inception-V3 at 2 devices
-# from a random start, 100 iterations of policy v3 met a placement 0.875x the best
-# algorithm's, against 0.985x with every episode from the start (BUILD.md, "Per graph
-# against the RNN planner")
+# fine-tuning's episodes walk on from where the one before ended: starting every episode
+# afresh found less in as many iterations (docs/results/policy.md, "Per graph against the RNN
+# planner")
 FINE_TUNING_RESTART = "previous"
 
 
 def pretrained_policy(problem=None) -> str:
     """The policy shipped with the package for `problem`'s devices: the cluster's where they
     are tasks of more than one machine or process, else (and with no problem) the one for
-    devices of one machine (both trained on the graph families; see BUILD.md)."""
+    devices of one machine (both trained on the graph families: docs/design/policy.md, "The
+    policies shipped, and how to retrain them")."""
     spans_tasks = problem is not None and len(np.unique(problem.simulation.device_task)) > 1
     chosen = PRETRAINED_CLUSTER if spans_tasks else PRETRAINED
     if not os.path.isdir(os.path.join(chosen, "policy")):

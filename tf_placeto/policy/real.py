@@ -1,7 +1,7 @@
 """Training's last, optional stage: episodes whose returns are measured for real.
 
-The simulator is only as right as its calibration (issue 19's report: a split predicted 19 ms
-ran 57 ms). So after the simulated iterations, `tf-placeto train --real-steps N` fine-tunes the
+The simulator is only as right as its calibration (a split it predicts fast can run slow).
+So after the simulated iterations, `tf-placeto train --real-steps N` fine-tunes the
 policy on problems whose devices are the runtime's own: every iteration measures the
 episodes' start and the placements they ended on, in turns (measure.interleaved, each in a
 session of its own), and sets each episode's return to its real speed-up, (start - end) /
@@ -20,10 +20,10 @@ import numpy as np
 
 from tf_placeto.devices import DeviceSet
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.measure import fitting
-from tf_placeto.measure.interleaved import measure_interleaved
-from tf_placeto.measure.noise import CONFIDENCE, rounds_for
-from tf_placeto.measure.runner import OK
+from tf_placeto.measure.profiling import fitting
+from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+from tf_placeto.measure.evaluation.noise import CONFIDENCE, rounds_for
+from tf_placeto.measure.runtimes.runner import OK
 
 MEASURE_BUDGET_S = 30.0       # per iteration, once every placement has run its rounds
 

@@ -14,8 +14,8 @@ demonstrations. The lesson is the demonstrated decision until an episode meets a
 faster by LESSON_MARGIN; that placement is the lesson from then on (self-imitation), so a
 teacher that reinforcement learning beats does not hold the policy back. Trained on several
 settings at once, reinforcement learning keeps what pays in most of them and forgets what
-imitation taught for the others (BUILD.md: the cluster's gathering, lost to k80's
-iterations); this brings it back only where the policy falls behind its lesson. Given
+imitation taught for the others (the cluster's gathering, lost to k80's iterations:
+docs/results/policy.md, "Training on both settings at once"); this brings it back only where the policy falls behind its lesson. Given
 real.RealSteps, iterations take only problems on the runtime's devices and their episodes'
 returns are measured for real (real.py): training's last, optional stage.
 

@@ -45,7 +45,7 @@ The model is Placeto's (../shared/REFERENCE.md, "Their simulator") with its gaps
   after its last op or transfer).
 
 What splitting really costs on a runtime (those parameters, and op times scaled) is fitted to
-real runs of placements: tf_placeto.measure.calibration and fitting.
+real runs of placements: tf_placeto.measure.costs.calibration and fitting.
 
 Events are handled in time order. All events at one instant are handled (finishing ops and
 transfers, freeing memory, waking consumers) before any device or channel starts new work at

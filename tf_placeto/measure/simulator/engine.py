@@ -13,10 +13,9 @@ import numpy as np
 # the queue key of a copy is its ready time minus this. TensorFlow serves a peer's
 # RecvTensor call on threads of its own as soon as the tensor exists, beside the ops already
 # running, so a send does not wait behind the ops queued before it. Queued behind them, on
-# the branches model, the simulator ranked last the split that ran fastest (0.65x the graph
-# as written: task 0 slices the input for task 1's chains and sends them before its own
-# matmuls); with copies first it ranks it first
-# (BUILD.md, "The calibrated simulator against reality", copies first).
+# the branches model, the simulator ranked last the split that ran fastest (task 0 slices
+# the input for task 1's chains and sends them before its own matmuls); with copies first it
+# ranks it first (docs/results/simulator.md, "Copies first").
 COPIES_FIRST_US = 1e12
 
 

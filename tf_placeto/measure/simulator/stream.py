@@ -13,7 +13,7 @@ devices and links are shared, FIFO, exactly as within a step:
   session's: the master runs those calls and the rendezvous in task 0's process, on the
   processor its ops use, so with steps in flight they take time from that device's ops
   (on a device of their own they overlapped every op, and splits streamed far faster than
-  for real: BUILD.md, "Streams of 4"). Otherwise the step-end op costs nothing and runs on
+  for real: docs/results/throughput.md, "Streams of 4: where the session's work runs"). Otherwise the step-end op costs nothing and runs on
   a device of its own, where it waits for nothing but the step. A step's latency runs from
   its start to its step-end op's end;
 - step k + K starts when step k has ended: each op of the later step with no predecessors
@@ -33,12 +33,12 @@ one-step simulation's step, one after the other.
 Work that no device owns floats: the client's calls with their feeds and fetches, the
 runtime's threads that poll and answer messages, which the operating system runs on
 whichever processor is free (`floating_us` per step, `floating_message_us` per message
-between tasks; fitted on real streams, tf_placeto.measure.fitting). The devices' processors
+between tasks; fitted on real streams, tf_placeto.measure.profiling.fitting). The devices' processors
 share it, so a step takes at least all their work per step, this included, over their number:
 where one device idles the floating work fits there, where all are busy it slows every step.
-On `local:2` the real streams of a training step split evenly over both workers ran up to 1.5x
-slower than the devices' schedule alone said, while lopsided splits matched it (BUILD.md,
-"Throughput: the stream mode against real streams").
+On `local:2` the real streams of a training step split evenly over both workers ran slower
+than the devices' schedule alone said, while lopsided splits matched it
+(docs/results/throughput.md, "Streams in the fit: the work that floats").
 """
 
 from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Evaluation: real step times of placements, measured in turns with intervals, journalled
+and traced."""
