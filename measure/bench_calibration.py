@@ -95,7 +95,7 @@ def timed_twice(name: str, runtime, args, stream: int = 0, workload=None) -> tup
 
 def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
-    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.profiling import regression
     from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
 
     workload, labels, placements, real, ok = timed_twice(name, runtime, args)
@@ -112,13 +112,13 @@ def bench(name: str, runtime, args) -> tuple:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"), flush=True)
     mean = real.mean(axis=0)[ok]
     row = {"model": name, "placements": int(sum(ok)),
-           "reality_vs_itself": fitting.accuracy(real[0][ok], real[1][ok])["spearman"],
+           "reality_vs_itself": regression.accuracy(real[0][ok], real[1][ok])["spearman"],
            "fitted_on": calibration.observations if calibration else 0,
            "calibration": calibration.describe() if calibration else "none"}
     fastest = mean.min()
     kept = [label for label, fine in zip(labels, ok) if fine]
     for kind, values in predicted.items():
-        figures = fitting.accuracy(values[ok], mean)
+        figures = regression.accuracy(values[ok], mean)
         row[f"{kind}_spearman"] = figures["spearman"]
         row[f"{kind}_median_error"] = figures["median_error"]
         best = int(np.argmin(values[ok]))        # what a placer trusting this simulator picks

@@ -48,7 +48,7 @@ from measure import real_models, say
 
 CLUSTER = "local:2"
 STEP_TIMEOUT_S = 600.0       # a re-measured step that takes longer fails
-# How the command line starts the one line it prints about a failure (tf_placeto/cli.py).
+# How the command line starts the one line it prints about a failure (tf_placeto/cli/__init__.py).
 ERROR_PREFIXES = ("tf-placeto: failed:", "tf-placeto: error:", "tf-placeto: interrupted")
 
 

@@ -17,8 +17,8 @@ With `--fit-streams N`, N other placements (seed + 1) are first timed as streams
 turns, and logged beside the profile, as `tf-placeto measure --stream` logs them; the
 evaluation placements then leave them out, and the stream mode predicts them twice: fitted
 on the log's one-step runs alone, and on the log with its streams (which fit the work that
-floats between the processors, tf_placeto.measure.profiling.fitting). The streams stay in the log, so
-every later fit takes them too.
+floats between the processors, tf_placeto.measure.profiling.regression). The streams stay in
+the log, so every later fit takes them too.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from measure.bench_calibration import add_timing_options, evaluation_placements,
 
 def bench(name: str, runtime, args) -> tuple:
     import tf_placeto as tp
-    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.profiling import fitting, regression
     from tf_placeto.measure.evaluation.measurer import SimulatedMeasurer
 
     from tf_placeto.workload import load_workload
@@ -58,9 +58,9 @@ def bench(name: str, runtime, args) -> tuple:
         fits = {"fitted_one_step_alone": [o for o in logged if not o.in_flight],
                 "fitted_with_streams": logged}
         for kind, observations in fits.items():
-            cost_model.calibration = fitting.fit(workload.graph, cost_model, devices,
-                                                 fitting.fitted_on(observations),
-                                                 directory=workload.profile_dir)
+            cost_model.calibration = regression.fit(workload.graph, cost_model, devices,
+                                                    fitting.fitted_on(observations),
+                                                    directory=workload.profile_dir)
             columns[f"stream_sim_{kind}"] = predicted(args.stream)
             say(f"{name}: {kind}: {cost_model.calibration}")
     table = pd.DataFrame({"model": name, "placement": labels,
@@ -70,9 +70,9 @@ def bench(name: str, runtime, args) -> tuple:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"), flush=True)
     mean = real.mean(axis=0)[ok]
     row = {"model": name, "placements": int(sum(ok)),
-           "reality_vs_itself": fitting.accuracy(real[0][ok], real[1][ok])["spearman"]}
+           "reality_vs_itself": regression.accuracy(real[0][ok], real[1][ok])["spearman"]}
     for kind, values in columns.items():
-        figures = fitting.accuracy(values[ok], mean)
+        figures = regression.accuracy(values[ok], mean)
         row[f"{kind}_spearman"] = figures["spearman"]
         row[f"{kind}_median_error"] = figures["median_error"]
     return row, table

@@ -41,10 +41,10 @@ MODEL_CHECK_PLACEMENTS = 20
 
 
 def model_against_stream(workload, problem, decisions: list) -> dict:
-    """fitting.accuracy of the throughput objective (placers.objectives) against the stream
+    """regression.accuracy of the throughput objective (placers.objectives) against the stream
     mode (problem.evaluate) over `decisions` (group decisions) and MODEL_CHECK_PLACEMENTS
     diverse placements of the workload's groups."""
-    from tf_placeto.measure.profiling import fitting
+    from tf_placeto.measure.profiling import fitting, regression
     from tf_placeto.placers.objectives import throughput_objective_us
 
     names, groups = problem.device_names, workload.groups
@@ -54,8 +54,8 @@ def model_against_stream(workload, problem, decisions: list) -> dict:
         decision[groups.group_of] = [names.index(placement[op.name])
                                      for op in groups.op_graph.ops]
         decisions.append(decision)
-    return {**fitting.accuracy([throughput_objective_us(problem, d) for d in decisions],
-                               [problem.evaluate(d).us_per_step for d in decisions]),
+    return {**regression.accuracy([throughput_objective_us(problem, d) for d in decisions],
+                                  [problem.evaluate(d).us_per_step for d in decisions]),
             "decisions": len(decisions)}
 
 

@@ -1,10 +1,9 @@
-"""Writing files without losing any: whole files, logs that heal, locks, staged swaps, sweeps.
+"""Writing files without losing any: whole files, locks, staged swaps, sweeps.
 
 Faults are real where they can be: a process killed (SIGKILL) between the two renames of a
-swap, a lock held by another process, a log torn by a killed writer.
+swap, a lock held by another process.
 """
 
-import json
 import logging
 import os
 import pathlib
@@ -47,26 +46,6 @@ def test_a_private_file_and_its_folders_are_the_users_alone(tmp_path, monkeypatc
     monkeypatch.setenv("TF_PLACETO_CACHE", str(root))
     cache_dir("profiles")
     assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
-
-
-def test_a_record_after_a_torn_line_is_kept_and_garbage_is_skipped_and_removed(tmp_path, caplog):
-    log_path = str(tmp_path / "results.jsonl")
-    files.append_record(log_path, {"key": "a", "step_s": 1.0})
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write('{"key": "b", "ste')                     # a writer killed mid-line
-    files.append_record(log_path, {"key": "c", "step_s": 3.0})
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write("\x00\x17garbage\n[1, 2]\n{\"key\": 4}\n")
-    valid = lambda record: isinstance(record["key"], str)  # noqa: E731
-    with caplog.at_level(logging.WARNING, logger="tf_placeto"):
-        records = files.read_records(log_path, valid)
-    assert [r["key"] for r in records] == ["a", "c"]
-    assert len(caplog.records) == 1 and "skipped 4 unreadable lines" in caplog.text
-    assert log_path in caplog.text
-    with open(log_path, encoding="utf-8") as log:          # healed: the good records alone
-        assert [json.loads(line)["key"] for line in log] == ["a", "c"]
-    caplog.clear()
-    assert files.read_records(log_path, valid) == records and not caplog.records
 
 
 def _hold_lock_in_another_process(path, seconds):
@@ -127,19 +106,19 @@ def test_a_staged_folder_replaces_the_old_one_and_a_failure_leaves_the_old_whole
 # first rename of the two (kernels that cannot exchange), or right after the exchange.
 _KILLED_SWAP = """
 import os, signal, sys
-from tf_placeto import files
-out, exchange = sys.argv[1], sys.argv[2] == "exchange"
-rename, exchanged = os.rename, files._exchange
+from tf_placeto import exchange, files
+out, exchanges = sys.argv[1], sys.argv[2] == "exchange"
+rename, exchanged = os.rename, files.exchange_paths
 def killed_after(function):
     def call(*args):
         done = function(*args)
         os.kill(os.getpid(), signal.SIGKILL)
         return done
     return call
-if exchange:
-    files._exchange = killed_after(exchanged)
+if exchanges:
+    files.exchange_paths = killed_after(exchanged)
 else:
-    files._renameat2.cache = [None]
+    exchange._renameat2.cache = [None]
     os.rename = killed_after(rename)
 with files.Staging(out) as staging:
     os.mkdir(staging.path("model"))

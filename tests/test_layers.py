@@ -19,8 +19,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tf_placeto"
 # profiling that builds and calibrates the cost model) -> placers -> learned policies -> the
 # method registry -> workloads -> the pipeline and Python API -> reports -> the command line.
 LAYERS = [
-    ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.files", "tf_placeto.cache",
-     "tf_placeto.log", "tf_placeto._version"],
+    ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.exchange", "tf_placeto.files",
+     "tf_placeto.records", "tf_placeto.cache", "tf_placeto.log", "tf_placeto._version"],
     ["tf_placeto.examples"],
     ["tf_placeto.graph"],
     ["tf_placeto.devices"],
@@ -35,10 +35,15 @@ LAYERS = [
     ["tf_placeto.methods"],
     ["tf_placeto.workload"],
     ["tf_placeto.pipeline", "tf_placeto.api", "tf_placeto.functions",
-     "tf_placeto.optimized_step"],
+     "tf_placeto.optimized_step", "tf_placeto.training_api", "tf_placeto.choices",
+     "tf_placeto.frontend"],
     ["tf_placeto.compare", "tf_placeto.plots"],
     ["tf_placeto.cli", "tf_placeto.__main__"],
 ]
+# What the command line may import besides its own modules: the public API, whole modules of
+# it, and from the others only the names tf_placeto/__init__.py exports (_public_names).
+PUBLIC_MODULES = {"tf_placeto.api", "tf_placeto.errors", "tf_placeto.compare", "tf_placeto.plots",
+                  "tf_placeto.choices", "tf_placeto.frontend"}
 # Loaded inside functions so that `import tf_placeto` stays light (grpc: TensorFlow's native
 # RPC library, needed only to watch a remote cluster).
 HEAVY = {"tensorflow", "tf_agents", "tf_keras", "keras", "tensorflow_probability", "matplotlib",
@@ -167,3 +172,31 @@ def test_imports_inside_functions_load_only_heavy_packages_and_say_so(name):
             offending.append(f"line {line}: {imported}")
     assert not offending, f"{name}: move to the top, or say why it is lazy:\n" + \
         "\n".join(offending)
+
+
+def _public_names() -> set:
+    """module.name of every name tf_placeto/__init__.py exports: its _EXPORTS map and what it
+    imports itself (__version__)."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["_EXPORTS"]:
+            names |= {f"{module}.{name}" for name, module in ast.literal_eval(node.value).items()}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tf_placeto"):
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_the_command_line_imports_only_the_public_api():
+    """Each command parses, calls what a Python user can call, and prints: where it needs
+    more, the API gains it."""
+    modules, exported = _modules(), _public_names()
+    private = [f"{source} imports {imported} (line {line})"
+               for source, path in modules.items() if source.startswith("tf_placeto.cli")
+               for imported, line, _ in _imports(source, path)
+               if imported.startswith("tf_placeto")
+               and not _internal(imported, modules).startswith("tf_placeto.cli")
+               and _internal(imported, modules) not in PUBLIC_MODULES
+               and imported not in exported]
+    assert not private, "\n".join(private)
+

@@ -7,37 +7,31 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from tf_placeto import pipeline
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError
-from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import load_source, source_path
-from tf_placeto.log import progress
 from tf_placeto.measure.profiling import fitting
-from tf_placeto.measure.costs.costmodel import Link, graph_profile_directory
+from tf_placeto.measure.costs.costmodel import graph_profile_directory
 from tf_placeto.measure.evaluation.interleaved import measure_interleaved
 from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiling.profiler import Profile
 from tf_placeto.measure.profiling.profiler import (cached_profile, measure_profile,
                                                profile as profile_graph)
 from tf_placeto.measure.runtimes.runtime import open_runtime, planned_runtime
-from tf_placeto.measure.evaluation.trace import write_traces
+from tf_placeto.measure.evaluation.trace import simulated_trace, write_trace, write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
 from tf_placeto.placers.problem import objective_and_in_flight
-from tf_placeto.policy.real import MeasuredGraph
 from tf_placeto.rewrite import (check_output_path, check_placement_path, placed_proto,
                                 write_placed)
-from tf_placeto.workload import MemoryLimit, load_workload
-
-log = logging.getLogger(__name__)
+from tf_placeto.workload import MemoryLimit
 
 
 def import_graph(source, *example_args, signature: Optional[str] = None,
@@ -110,6 +104,19 @@ def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = N
     with open_runtime(devices, cluster) as runtime:
         return measure_profile(graph, runtime, cache=cache, runs=runs,
                                calibration_runs=calibration_runs)
+
+
+def calibration_report(calibration) -> str:
+    """In words, how the simulator of a profile (Profile.model.calibration; None: not
+    calibrated) was fitted to real runs, and how well it predicts those it was not fitted on."""
+    if calibration is None:
+        return "simulator: not calibrated (no real runs of placements yet)"
+    lines = [f"simulator calibrated on {calibration.observations} real runs: "
+             f"{calibration.describe()}"]
+    quality = calibration.quality
+    if quality:
+        lines += fitting.quality_lines(quality)
+    return "\n".join(lines)
 
 
 def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (None,),
@@ -194,6 +201,11 @@ class Simulation:
             counts[device] += 1
         return counts
 
+    def save_trace(self, path: str) -> str:
+        """The simulated schedule (simulate(..., schedule=True)) as a Chrome trace at
+        `path`, named as a real run's trace is (measure_steps(trace=...)), to lay beside it."""
+        return write_trace(simulated_trace(self.result.schedule, self.devices, self.graph), path)
+
 
 def simulate(source, placement: Union[None, str, Mapping] = None, *,
              devices: Optional[str] = None, cluster: Optional[str] = None,
@@ -208,37 +220,6 @@ def simulate(source, placement: Union[None, str, Mapping] = None, *,
     [result] = measurer.evaluate([placement], labels=["placed" if placement else "as written"])
     return Simulation(graph, result, device_set.names,
                       [device_set.names[d] for d in measurer.device_indices(placement)])
-
-
-def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
-                      members: Optional[str] = None, links: Sequence[Optional[str]] = (None,),
-                      on_runtime: bool = False, max_groups: int = DEFAULT_MAX_GROUPS,
-                      cache: Optional[str] = None) -> tuple:
-    """(problems, measurable, labels): the placement problems `tf-placeto train` learns on.
-    Each graph (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
-    measure.runtimes.runtime.Runtime); its problems are on each device count of devices like
-    the profiled ones, joined by each of `links` (None: the measured link), and with
-    `on_runtime` also on the runtime's own devices. measurable: for those last problems, by
-    index, what measuring their placements for real needs (policy.real.MeasuredGraph).
-    labels: per problem, its graph, device count and link ("measured" for the profiled link,
-    "runtime" for the runtime's own devices), which training's log keeps with each iteration."""
-    sources = registry.expand(graphs, members)
-    parsed = [(link or "measured", Link.parse(link) if link else None) for link in links]
-    problems, measurable, labels = [], {}, []
-    for source in progress(sources, desc="profiling", unit="graph"):
-        workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
-        for name, link in parsed:
-            problems += [workload.problem(n, link=link) for n in counts]
-            labels += [{"graph": str(source), "devices": n, "link": name} for n in counts]
-        if on_runtime:
-            measurable[len(problems)] = MeasuredGraph(workload.graph, workload.profile_dir)
-            problems.append(workload.problem())
-            labels.append({"graph": str(source), "devices": problems[-1].n_devices,
-                           "link": "runtime"})
-    log.info("training on %d graphs x %d device counts x %d links%s = %d problems",
-             len(sources), len(counts), len(links),
-             " (and the runtime's own devices)" if on_runtime else "", len(problems))
-    return problems, measurable, labels
 
 
 @dataclasses.dataclass

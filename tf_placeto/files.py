@@ -2,27 +2,24 @@
 
 - `write_atomically`: a file written whole or not at all (a temporary sibling from `tempfile`,
   fsync'd, renamed, its folder fsync'd).
-- `append_record` / `read_records`: JSON-lines logs. An append starts on a fresh line (a
-  record after a torn one is kept); a reader skips the lines it cannot read, names the file
-  in one line and writes it back without them. The logs of a folder share one lock.
 - `FileLock`: one process at a time (flock), re-entrant within a process; a process that
   must wait says so once.
 - `check_output_file` / `check_output_folder`: an output path a user names, refused before
   any work when it cannot be written or lies inside what the command reads.
 - `Staging` and `replace_path`: a file or folder is written into a staging folder beside
   its destination, fsync'd, then swapped in. A folder is exchanged atomically where the
-  kernel can (Linux's renameat2 RENAME_EXCHANGE); elsewhere the old one is renamed aside
-  first and renamed back on any failure. A staging folder is locked while its process lives:
-  `sweep_staging` removes those of dead processes and, where one died between the two
-  renames, puts the old destination back whole.
+  kernel can (exchange.py); elsewhere the old one is renamed aside first and renamed back on
+  any failure. A staging folder is locked while its process lives: `sweep_staging` removes
+  those of dead processes and, where one died between the two renames, puts the old
+  destination back whole.
 
-Linux and macOS: the locks are flock(2) locks, released by the kernel when a process dies.
+JSON-lines logs, built on these, are records.py's. Linux and macOS: the locks are flock(2)
+locks, released by the kernel when a process dies.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import json
@@ -36,6 +33,7 @@ import time
 from typing import Callable, Optional
 
 from tf_placeto.errors import InputError
+from tf_placeto.exchange import exchange_paths
 
 log = logging.getLogger(__name__)
 
@@ -174,75 +172,6 @@ def _check_folder_writable(folder: str, path: str, what: str) -> None:
         raise InputError(f"{what} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{what} {path}: cannot write in {folder}")
-
-
-# ---- JSON-lines logs ------------------------------------------------------------------------
-def append_record(path: str, record: dict) -> None:
-    """Append `record` as one JSON line, whole (one write, fsync'd), under the log's lock
-    (a file only this user reads: logs are the cache's).
-    A file whose last line was torn by a killed writer first gets the newline it lacks, so
-    this record is never glued to the torn one."""
-    append_records(path, [record])
-
-
-def append_records(path: str, records) -> None:
-    """append_record for several records in one write."""
-    text = "".join(json.dumps(record) + "\n" for record in records)
-    if not text:
-        return
-    makedirs_private(os.path.dirname(os.path.abspath(path)))
-    with FileLock(_lock_path(path)), os.fdopen(
-            os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600), "rb+") as file:
-        file.seek(0, os.SEEK_END)
-        if file.tell():
-            file.seek(-1, os.SEEK_END)
-            if file.read(1) != b"\n":
-                text = "\n" + text
-        file.write(text.encode("utf-8"))
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def read_records(path: str, valid: Callable[[dict], bool] = lambda record: True) -> list:
-    """The records of a JSON-lines log that parse as objects for which `valid` holds; []
-    without the file. Lines that do not (torn by a killed writer, garbage, another shape) are
-    named in one warning and the log is written back without them, so a damaged log heals
-    and later appends start clean."""
-    if not os.path.isfile(path):
-        return []
-    records, bad = _parsed_lines(path, valid)
-    if bad:
-        log.warning(f"skipped {bad} unreadable line{'s' if bad > 1 else ''} of {path}; "
-                    "kept the rest")
-        with FileLock(_lock_path(path)):
-            records, bad = _parsed_lines(path, valid)     # as it is now, under the lock
-            if bad:
-                write_atomically(path, lambda file: file.write(
-                    "".join(json.dumps(record) + "\n" for record in records)), private=True)
-    return records
-
-
-def _parsed_lines(path: str, valid) -> tuple:
-    records, bad = [], 0
-    with open(path, "rb") as file:
-        for line in file:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict) or not valid(record):
-                    raise ValueError("another shape")
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-                bad += 1
-                continue
-            records.append(record)
-    return records, bad
-
-
-def _lock_path(path: str) -> str:
-    """One lock for the logs of a folder: appends are short, and a log that comes and goes
-    (a measurement's journal) leaves no lock file of its own behind."""
-    return os.path.join(os.path.dirname(os.path.abspath(path)), ".logs.lock")
 
 
 # ---- locks ----------------------------------------------------------------------------------
@@ -386,7 +315,7 @@ def replace_path(staged: str, destination: str, staging_folder: str) -> str:
     parent = os.path.dirname(os.path.abspath(destination))
     if not os.path.isdir(staged) or not os.path.lexists(destination):
         os.replace(staged, destination)
-    elif not _exchange(staged, destination):
+    elif not exchange_paths(staged, destination):
         aside = os.path.join(staging_folder, _ASIDE)
         write_atomically(os.path.join(staging_folder, _INTENT_FILE),
                          lambda file: json.dump({"destination": destination}, file))
@@ -398,36 +327,6 @@ def replace_path(staged: str, destination: str, staging_folder: str) -> str:
             raise
     fsync_folder(parent)
     return destination
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Atomically swap two paths (renameat2 RENAME_EXCHANGE); False where the kernel, the
-    C library or the file system cannot."""
-    renameat2 = _renameat2()
-    if renameat2 is None:
-        return False
-    if renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:   # AT_FDCWD, EXCHANGE
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
-        return False
-    raise OSError(code, os.strerror(code), b)
-
-
-def _renameat2():
-    if _renameat2.cache is None:
-        try:
-            function = ctypes.CDLL(None, use_errno=True).renameat2
-            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                                 ctypes.c_uint]
-            function.restype = ctypes.c_int
-        except (AttributeError, OSError):
-            function = None
-        _renameat2.cache = [function]
-    return _renameat2.cache[0]
-
-
-_renameat2.cache = None
 
 
 def sweep_staging(parent: str) -> list:

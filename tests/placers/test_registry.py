@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import build_problem, grouped_example, step_us
 from tf_placeto import cli, methods
+from tf_placeto.cli import common
 from tf_placeto.errors import PlacetoError
 from tf_placeto.placers.registry import Option, PlacerSpec, discover
 
@@ -141,14 +142,14 @@ def test_a_registered_placer_gets_its_flags_checks_and_keywords(monkeypatch, two
     monkeypatch.setitem(methods._SPECS, "fake", FAKE)
     parser = cli.build_parser()
     args = parser.parse_args(["place", "examples:mlp", "--method", "fake", "--fake-depth", "3"])
-    assert cli._placer_options(args)["fake_depth"] == 3
-    cli._check_placing(args)
-    flags = cli._Parser(prog="flags")
-    cli._placing_arguments(flags)
+    assert common.placer_options(args)["fake_depth"] == 3
+    common.check_placing(args)
+    flags = common.Parser(prog="flags")
+    common.placing_arguments(flags)
     assert "fake: how deep it looks (default 1)" in " ".join(flags.format_help().split())
     bad = parser.parse_args(["compare", "examples:mlp", "--fake-depth", "0"])
     with pytest.raises(PlacetoError, match="--fake-depth must be at least 1, not 0"):
-        cli._check_placing(bad)
+        common.check_placing(bad)
     decided = methods.decide("fake", two_devices, given={"fake_depth": 3, "budget": 5})
     assert decided.info == {"depth": 3} and decided.method == "fake"
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import run_python
 from tf_placeto.placers.common import fast_placers
-from tf_placeto.policy import inference, training
+from tf_placeto.policy import checkpoints, inference, training
 from tf_placeto.policy.starts import fast_start, initial_placement
 from tf_placeto.policy.training import Trainer
 
@@ -87,7 +87,7 @@ def test_the_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(poli
         devices, facts = inference.place(posed, budget=1, start="random")
         assert facts["policy"] == inference.pretrained_policy(posed)
         assert devices.shape == (posed.n_groups,) and facts["objective_us"] > 0
-    read = [training.read_log(f"{policy}/training.json")["config"].get("candidate_features")
+    read = [checkpoints.read_log(f"{policy}/training.json")["config"].get("candidate_features")
             for policy in (inference.PRETRAINED, inference.PRETRAINED_CLUSTER)]
     assert read == [13, None]
 
@@ -117,6 +117,6 @@ def test_fine_tuning_walks_on_from_where_its_episodes_ended(trained, policy_prob
     monkeypatch.setattr(training, "Trainer", recording)
     kwargs = {} if restart == "previous" else {"restart": restart}
     inference.fine_tuned_placement(policy_problems[0], trained, 1, **kwargs)
-    logged = training.read_log(f"{trained}/training.json")["config"]
+    logged = checkpoints.read_log(f"{trained}/training.json")["config"]
     assert [c.restart for c in configs] == [restart]
     assert configs[0].embedding == logged["embedding"] and configs[0].rounds == logged["rounds"]

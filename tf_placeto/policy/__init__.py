@@ -5,13 +5,15 @@ specs.py (what the policy sees and does) -> objective.py (what it minimises) -> 
 placed) -> observation.py (a problem as the policy sees it) -> episode.py (the MDP over a
 PlacementProblem) -> environment.py (it as a TF-Agents environment) -> network.py
 (the graph-embedding network) -> imitation.py (imitating the best known decisions) ->
-real.py (returns measured for real) -> training.py (REINFORCE or PPO, checkpoints, export) ->
-inference.py (zero-shot or fine-tuned placements).
+real.py (returns measured for real) -> baselines.py (each problem's reward baseline) ->
+agent.py (the TF-Agents agent and its config) -> checkpoints.py (a training folder on disk:
+one unit per save, resumed from the newest whole one) -> training.py (REINFORCE or PPO, the
+stages, export) -> inference.py (zero-shot or fine-tuned placements).
 Beside them, rnn_planner.py and rnn_network.py: the hierarchical RNN planner of Mirhoseini et
 al., learned per graph on Placeto's objective, with TensorFlow alone; placers/ offers both as
 placers.
 
-environment, network, imitation, training and rnn_network import TensorFlow (and TF-Agents) at
+environment, network, imitation, agent, training and rnn_network import TensorFlow (and TF-Agents) at
 their top; the other modules import them only inside functions, so that `import
 tf_placeto.policy` and listing the placers load no TensorFlow.
 """

@@ -36,6 +36,7 @@ import numpy as np
 from tf_placeto.errors import InputError
 from tf_placeto.log import progress
 from tf_placeto.placers.common import evaluations_to_within
+from tf_placeto.policy.checkpoints import BASELINES, CHECKPOINTS, read_log
 from tf_placeto.policy.episode import GreedyWalk, greedy_walk
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import START_KINDS, initial_placement
@@ -124,8 +125,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     greedy_placement gave from `initial`, if the caller has it. A progress bar shows on a
     terminal."""
     # heavy: tf-agents and TensorFlow, loaded only to fine-tune
-    from tf_placeto.policy.training import (BASELINES, CHECKPOINTS, Trainer, TrainingConfig,
-                                            read_log)
+    from tf_placeto.policy.training import Trainer, TrainingConfig
 
     devices, value, objectives, _ = greedy or greedy_placement(problem, policy_dir, initial)
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")

@@ -20,8 +20,7 @@ import pytest
 
 import tf_placeto as tp
 from tests.helpers import estimated_cost_model, round_robin
-from tf_placeto.files import append_record
-from tf_placeto.measure.profiling import fitting, profiler
+from tf_placeto.measure.profiling import fitting, link_timing, profiler
 from tf_placeto.measure.costs.calibration import CALIBRATION_FILE, Calibration
 from tf_placeto.measure.costs.costmodel import graph_fingerprint, graph_profile_directory
 from tf_placeto.measure.evaluation.interleaved import measure_interleaved
@@ -31,6 +30,7 @@ from tf_placeto.measure.evaluation.measurer import (RESULTS_FILE, MeasureResult,
 from tf_placeto.measure.costs.messages import MESSAGES_FILE, TaskMessages
 from tf_placeto.measure.runtimes.runner import FAILED, ModelRunner, StepRuns
 from tf_placeto.measure.runtimes.runtime import Runtime, planned_runtime
+from tf_placeto.records import append_record
 
 CALIBRATION_RUNS = 8       # enough for a fit with held-out figures, in a few seconds
 WORKERS = [f"/job:worker/replica:0/task:{k}/device:CPU:0" for k in (0, 1)]
@@ -56,8 +56,8 @@ def steady():
         patch.setattr(profiler, "_op_costs", _first_answer(
             profiler._op_costs, lambda graph, runner, runtime, device, *_: (
                 graph_fingerprint(graph), device)))
-        patch.setattr(profiler, "calibrate_links", _first_answer(
-            profiler.calibrate_links, lambda runtime, *_: tuple(runtime.device_names)))
+        patch.setattr(link_timing, "calibrate_links", _first_answer(
+            link_timing.calibrate_links, lambda runtime, *_: tuple(runtime.device_names)))
         patch.setattr(profiler, "fit_remote_inputs", lambda *args: None)
         yield
 
@@ -162,7 +162,7 @@ def test_damaged_links_are_timed_again_not_copied_into_the_profile(graph, runtim
     assert profile_line.startswith(f"the cached profile at {entry} is damaged (links.csv")
     assert links_line.startswith(f"the cached link calibration at {shared} is damaged")
     assert _answer(graph, healed.model) == pytest.approx(answer, rel=1e-9)
-    assert profiler._stored_links(shared, runtime.device_names) is not None
+    assert link_timing._stored_links(shared, runtime.device_names) is not None
 
 
 def test_measure_simulate_after_links_cut_short_succeeds_with_the_fresh_answer(

@@ -1,36 +1,24 @@
-"""Fitting the calibration: the log of real runs, the placements it measures, a fit that finds
-known parameters, and on a real cluster a fit that predicts placements it never saw."""
+"""The calibration's log and life: real runs logged and read back, the placements it measures,
+the runs a refit takes, logged streams refitted, and on a real cluster a fit that predicts
+placements it never saw."""
 
 import dataclasses
 import json
 import os
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import tf_placeto as tp
-from tests.helpers import estimated_cost_model
-from tf_placeto.measure.profiling import fitting
+from tests.measure.profiling.cases import WORKERS, cluster_cost_model
+from tf_placeto.measure.profiling import fitting, regression
 from tf_placeto.measure.costs.calibration import CALIBRATION_FILE, Calibration
 from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
-
-WORKERS = ["/job:worker/replica:0/task:0/device:CPU:0",
-           "/job:worker/replica:0/task:1/device:CPU:0"]
 
 
 @pytest.fixture(scope="module")
 def graph(mlp_model):
     return tp.import_graph(mlp_model)
-
-
-def cluster_cost_model(graph):
-    """The estimated profile, as if made on two worker processes."""
-    model = estimated_cost_model(graph)
-    model.links = pd.DataFrame([{"src": a, "dst": b, "latency_us": 400.0, "bytes_per_us": 1000.0,
-                                 "copy_share": 0.0} for a in WORKERS for b in WORKERS if a != b])
-    model.meta = {"devices": WORKERS}
-    return model
 
 
 def test_calibration_placements_are_diverse_and_distinct(graph):
@@ -59,31 +47,6 @@ def test_records_are_appended_read_back_and_a_torn_line_is_skipped(graph, tmp_pa
     assert observations[1].assignment == [1] * len(graph.ops)
     assert observations[0].origin == "measure" and observations[1].step_s == 0.003
     assert fitting.read(str(tmp_path), len(graph.ops) + 1) == []   # another graph's log
-
-
-def test_a_fit_finds_the_costs_that_made_the_runs(graph):
-    """Runs simulated under a known calibration: the fit, started from the profile alone,
-    predicts runs it was not fitted on within a few percent; uncalibrated, it is far off."""
-    model = cluster_cost_model(graph)
-    devices = tp.DeviceSet.from_strings(WORKERS)
-    truth = Calibration(compute_scale=1.5, remote_task_us=2000.0, copy_us=80.0,
-                        latency_us=400.0, bytes_per_us=1000.0, copy_share=0.2)
-    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
-    chosen = fitting.calibration_placements(groupings, WORKERS, count=20, seed=0)
-    model.calibration = truth
-    real = SimulatedMeasurer.from_profile(graph, model, devices).evaluate([p for _, p in chosen])
-    model.calibration = None
-    measurer = SimulatedMeasurer.from_profile(graph, model, devices)
-    observations = [fitting.Observation(measurer.device_indices(p).tolist(), r.step_time_s,
-                                        label) for (label, p), r in zip(chosen, real)]
-    quality = fitting.held_out(graph, model, devices, observations)
-    assert quality["calibrated"]["median_error"] < 0.05
-    assert quality["uncalibrated"]["median_error"] > 0.2
-    assert quality["calibrated"]["spearman"] > 0.9
-    fitted = fitting.fit(graph, model, devices, observations)
-    assert fitted.observations == len(observations)
-    assert fitted.compute_scale == pytest.approx(1.5, rel=0.1)
-    assert fitted.remote_task_us == pytest.approx(2000.0, rel=0.2)
 
 
 def test_logged_streams_fit_the_work_that_floats_and_nothing_else(graph, tmp_path):
@@ -120,9 +83,9 @@ def test_logged_streams_fit_the_work_that_floats_and_nothing_else(graph, tmp_pat
 
     def fitted(observations) -> tuple:
         """(the fit, its median error on the unseen placements' streams)."""
-        calibration = fitting.fit(graph, cluster_cost_model(graph), devices, observations)
+        calibration = regression.fit(graph, cluster_cost_model(graph), devices, observations)
         predicted = [r.step_time_s for r in runs(calibration, unseen, stream=4)]
-        return calibration, fitting.accuracy(predicted, real)["median_error"]
+        return calibration, regression.accuracy(predicted, real)["median_error"]
 
     (without, without_error), (with_streams, with_error) = fitted(alone), fitted(logged)
     print(f"streams never seen, median error: {without_error:.1%} fitted on one step at a "
@@ -167,53 +130,15 @@ def test_runs_logged_without_a_session_are_left_out_once_enough_have_one():
     assert fitting.fitted_on(many) == many[-fitting.RECENT_OBSERVATIONS:]
 
 
-def test_a_session_timed_on_a_busy_machine_does_not_make_splitting_look_dear(graph):
-    """One session times the singles and a few splits; another, on a machine 1.6x slower,
-    only splits. Fitted net of each session's load, the simulator keeps what splitting costs
-    against one device (each placement's step over the single device's) as the runs had it;
-    taken as one session, the slow splits make splitting dearer."""
-    model = cluster_cost_model(graph)
-    devices = tp.DeviceSet.from_strings(WORKERS)
-    truth = Calibration(compute_scale=1.0, remote_task_us=2000.0, copy_us=80.0,
-                        latency_us=400.0, bytes_per_us=1000.0, copy_share=0.2)
-    groupings = [tp.group(graph, max_groups=12), tp.group(graph, max_groups=4)]
-    chosen = [p for _, p in fitting.calibration_placements(groupings, WORKERS, count=20, seed=0)]
-
-    def steps(calibration) -> np.ndarray:
-        model.calibration = calibration
-        return np.array([r.step_time_s for r in SimulatedMeasurer.from_profile(
-            graph, model, devices).evaluate(chosen)])
-
-    def against_single(calibration) -> np.ndarray:
-        times = steps(calibration)
-        return times / times[0]                    # chosen[0]: everything on task 0
-
-    real = steps(truth)
-    measurer = SimulatedMeasurer.from_profile(graph, model, devices)
-
-    def fitted(quiet: str, busy: str) -> Calibration:
-        runs = [fitting.Observation(measurer.device_indices(p).tolist(),
-                                    r * (1.0 if i < 5 else 1.6), session=quiet if i < 5 else busy)
-                for i, (p, r) in enumerate(zip(chosen, real))]
-        return fitting.fit(graph, model, devices, runs)
-
-    def error(calibration) -> float:
-        return float(np.median(np.abs(np.log(against_single(calibration)
-                                             / (real / real[0])))))
-
-    apart, together = error(fitted("quiet", "busy")), error(fitted("one", "one"))
-    print(f"split-to-single error: {apart:.1%} net of load, {together:.1%} lumped")
-    assert apart < 0.03 and together > 2 * apart, (apart, together)
-
-
 def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(tmp_path):
     """On two worker processes: profile with calibration runs, then time placements of
     another seed; the calibrated simulator predicts them better than the profile alone.
 
     The graph is a small tf.while_loop over matmuls: split across tasks, each iteration pays
     a round trip the per-op profile cannot see (docs/results/simulator.md, "Per model": the
-    real-size model's median error uncalibrated). On a plain MLP the profile alone is already within ~11% of
-    reality, and which of two such errors is smaller is left to the machine's noise."""
+    real-size model's median error uncalibrated). On a plain MLP the profile alone is already
+    within ~11% of reality, and which of two such errors is smaller is left to the machine's
+    noise."""
     from tf_placeto.examples import held_out
     from tf_placeto.measure.runtimes.local import LocalCluster
     from tf_placeto.measure.evaluation.interleaved import measure_interleaved
@@ -241,13 +166,13 @@ def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(tmp_path
         predicted = SimulatedMeasurer.from_profile(graph, made.model, devices,
                                                    calibrated=calibrated
                                                    ).evaluate([p for _, p in chosen])
-        errors[calibrated] = fitting.accuracy([r.step_time_s for r in predicted],
-                                              real)["median_error"]
+        errors[calibrated] = regression.accuracy([r.step_time_s for r in predicted],
+                                                 real)["median_error"]
     assert errors[True] < errors[False], errors
     assert errors[True] < 0.5
     with open(os.path.join(made.directory, CALIBRATION_FILE)) as stored:
         assert Calibration(**json.load(stored)) == calibration
-    assert calibration.quality["folds"] == fitting.FOLDS
+    assert calibration.quality["folds"] == regression.FOLDS
 
 
 def test_a_first_fit_from_logged_runs_measures_its_held_out_figures_once(graph, tmp_path):

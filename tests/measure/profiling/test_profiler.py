@@ -8,9 +8,8 @@ import pytest
 import tensorflow as tf
 
 import tf_placeto as tp
-from tf_placeto.measure.profiling.profiler import (calibrate_links, profile, remote_input_ops,
-                                               remote_slowdowns, same_kernel_means,
-                                               single_device_placement)
+from tf_placeto.measure.profiling.profiler import (profile, remote_input_ops, remote_slowdowns,
+                                                   same_kernel_means, single_device_placement)
 from tf_placeto.measure.runtimes.runtime import Runtime
 
 
@@ -61,23 +60,6 @@ def test_identical_kernels_share_their_mean_time_and_the_total_stays():
 def test_single_device_placement_covers_every_op(graph, runtime):
     placement = single_device_placement(graph, runtime, "/device:CPU:1")
     assert len(placement) == len(graph) and set(placement.values()) == {"/device:CPU:1"}
-
-
-def test_links_between_logical_cpus_are_fitted(runtime):
-    links = calibrate_links(runtime, runs=1)
-    assert list(links[["src", "dst"]].itertuples(index=False, name=None)) == [
-        ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
-    assert (links["latency_us"] >= 0).all() and (links["bytes_per_us"] > 0).all()
-
-
-def test_links_between_worker_processes_cost_time():
-    """A tensor between two processes crosses gRPC: latency and finite bandwidth, not free."""
-    from tf_placeto.measure.runtimes.local import LocalCluster
-
-    with LocalCluster(2) as cluster:      # the fastest of 4 runs: robust to a busy machine
-        links = calibrate_links(Runtime.on_cluster(cluster), runs=4)
-    assert (links["latency_us"] > 20).all()
-    assert (links["bytes_per_us"] < 1e5).all()
 
 
 def test_remote_inputs_are_the_consumers_of_edges_that_cross(graph):

@@ -30,7 +30,7 @@ cannot see, so the simulator takes these parameters, each a mechanism of the run
 - `floating_us`, `floating_message_us`: streams only (simulator.stream): per step, work
   that runs on whichever device's processor is free (the client's calls, the runtime's
   threads), and more per message between tasks. One step at a time does not show it, so only
-  logged real streams fit it (fitting.py).
+  logged real streams fit it (regression.py).
 None for a link parameter keeps the profile's measurement.
 """
 
@@ -75,7 +75,7 @@ class Calibration:
     bytes_per_us: Optional[float] = None
     copy_share: Optional[float] = None
     observations: int = 0          # real runs logged when it was fitted (the latest fitted on)
-    quality: dict = dataclasses.field(default_factory=dict)   # held-out figures (fitting.py)
+    quality: dict = dataclasses.field(default_factory=dict)   # held-out figures (regression.py)
     version: int = CALIBRATION_VERSION
 
     def apply(self, problem: SimulationProblem, executions: np.ndarray) -> SimulationProblem:

@@ -24,10 +24,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tf_placeto.devices import parse_device
-from tf_placeto.files import append_record, read_records
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure.costs.costmodel import CostModel
+from tf_placeto.records import append_record, read_records
 from tf_placeto.rewrite import placed_proto
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class TaskMessages:
     def _stored(self) -> dict:
         """Counts kept by earlier runs; lines that are not counts of this graph on these
         devices (torn by a killed run, damaged) are skipped, named in one line and dropped
-        from the log (files.read_records)."""
+        from the log (records.read_records)."""
         if not self._path:
             return {}
         return {np.asarray(entry["assignment"], np.int64).tobytes(): tuple(entry["messages"])

@@ -17,8 +17,8 @@ import math
 import os
 from typing import Optional, Sequence
 
-from tf_placeto.files import append_record, read_records
 from tf_placeto.measure.runtimes.runner import INFEASIBLE
+from tf_placeto.records import append_record, read_records
 
 JOURNAL_DIR = "in-turns"
 
@@ -38,7 +38,7 @@ class RoundJournal:
         placement i's time in round r (None: it was not timed), failures {i: (status,
         reason)} of the placements out of memory, which would fail again (the others are
         measured again). Lines that are not entries (a killed run's torn last line, damage)
-        are skipped, named in one line and dropped from the journal (files.read_records)."""
+        are skipped, named in one line and dropped from the journal (records.read_records)."""
         rounds, failures, elapsed_s = [], {}, 0.0
         for entry in read_records(self.path, self._an_entry):
             if "round" in entry:

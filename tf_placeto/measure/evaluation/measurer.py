@@ -22,7 +22,6 @@ import numpy as np
 
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import DeviceError
-from tf_placeto.files import append_record, read_records
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure.runtimes import step_stats
@@ -34,6 +33,7 @@ from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.measure.simulator import SimulationProblem, simulate
 from tf_placeto.measure.simulator.stream import Stream
 from tf_placeto.placement import Placement
+from tf_placeto.records import append_record, read_records
 
 RESULTS_FILE = "results.jsonl"
 KEPT = (OK, INFEASIBLE)           # the results a log keeps: the others are measured again
@@ -180,7 +180,7 @@ def _read_log(path: Optional[str]) -> dict:
     """Results measured before that stand ({key: fields}: ok or infeasible; a failure that
     an older version logged is measured again). Lines that are not results (torn by a
     killed run, damaged) are skipped, named in one line and dropped from the log
-    (files.read_records)."""
+    (records.read_records)."""
     if path is None:
         return {}
     return {record["key"]: record for record in read_records(path, _a_result)

@@ -54,9 +54,10 @@ became ready then. Work that takes zero time still passes through the queues: it
 same instant, in a later round, so what it wakes queues behind what was started in the round
 before (causal order).
 
-arrays.py turns a graph into flat arrays (CSR adjacency) once (`SimulationProblem`); engine.py
-is the compiled event loop (numba); replay.py runs it for one placement (`simulate`) and
-schedule.py tabulates what it did; bounds.py gives the step time no placement can beat.
+arrays.py turns a graph into flat arrays (CSR adjacency) once (`SimulationProblem`);
+transfers.py plans what a placement sends and engine.py is the compiled event loop (numba);
+replay.py runs both for one placement (`simulate`) and schedule.py tabulates what it did;
+bounds.py gives the step time no placement can beat.
 """
 
 from tf_placeto.measure.simulator.arrays import SimulationProblem, link_matrix, variable_bytes

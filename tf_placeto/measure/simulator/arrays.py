@@ -12,7 +12,7 @@ from typing import Optional
 import numba
 import numpy as np
 
-from tf_placeto.graph.importer import _shape_tuple, _tensor_info
+from tf_placeto.graph.outputs import shape_tuple, tensor_info
 
 # Ops that hold a variable for the whole step. A Placeholder of dtype resource is a variable
 # captured by a tf.function; it counts only if a ReadVariableOp or its attrs give a size.
@@ -273,8 +273,8 @@ def link_matrix(value, n_devices: int, diagonal: float) -> np.ndarray:
 def _attr_bytes(node_def) -> int:
     from tensorflow.python.framework import dtypes  # heavy: only for sizes no read recorded
 
-    info = _tensor_info(dtypes.as_dtype(node_def.attr["dtype"].type),
-                        _shape_tuple(node_def.attr["shape"].shape))
+    info = tensor_info(dtypes.as_dtype(node_def.attr["dtype"].type),
+                       shape_tuple(node_def.attr["shape"].shape))
     return info.nbytes or 0
 
 

@@ -1,4 +1,5 @@
-"""One simulated step of a placement: the engine's run, summed up as a SimulationResult."""
+"""One simulated step of a placement: its transfers planned, the engine's run, summed up as a
+SimulationResult."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tf_placeto.measure.simulator import engine
+from tf_placeto.measure.simulator import engine, transfers
 from tf_placeto.measure.simulator.arrays import SimulationProblem
 from tf_placeto.measure.simulator.schedule import schedule_frame, session_us
 
@@ -41,15 +42,11 @@ def simulate(problem: SimulationProblem, placement: np.ndarray,
     (op_start, op_end, transfer_tensor, transfer_src, transfer_dst, transfer_start,
      transfer_end, copy_start, copy_end, busy, peak) = engine.run(
         placement, problem.compute_us, problem.remote_extra_us, problem.remote_input_us,
-        problem.device_type_of,
-        problem.op_overhead_us, problem.tensor_producer, problem.tensor_bytes,
-        problem.edge_tensor, problem.edge_consumer,
-        problem._tensor_edge_ptr, problem._tensor_edges, problem._op_in_ptr,
-        problem._op_in_edges, problem._op_out_ptr, problem._op_out_tensors,
-        problem._control_ptr, problem._control_succ, problem._n_preds,
-        problem.persistent_bytes, problem.link_latency_us, problem.link_bytes_per_us,
-        problem.link_copy_share, problem.link_copy_us, problem.device_task, problem.feed_ops,
-        problem.fetched)
+        problem.device_type_of, problem.op_overhead_us, problem.tensor_bytes,
+        problem.edge_tensor, problem.edge_consumer, problem._tensor_edge_ptr,
+        problem._tensor_edges, problem._op_in_ptr, problem._op_in_edges, problem._op_out_ptr,
+        problem._op_out_tensors, problem._control_ptr, problem._control_succ,
+        problem.persistent_bytes, transfers.plan(problem, placement))
     last_end = max(op_end.max(initial=0.0), transfer_end.max(initial=0.0),
                    copy_end.max(initial=0.0))
     messages = int(np.sum(problem.device_task[transfer_src] != problem.device_task[transfer_dst]))

@@ -33,9 +33,10 @@ one-step simulation's step, one after the other.
 Work that no device owns floats: the client's calls with their feeds and fetches, the
 runtime's threads that poll and answer messages, which the operating system runs on
 whichever processor is free (`floating_us` per step, `floating_message_us` per message
-between tasks; fitted on real streams, tf_placeto.measure.profiling.fitting). The devices' processors
-share it, so a step takes at least all their work per step, this included, over their number:
-where one device idles the floating work fits there, where all are busy it slows every step.
+between tasks; fitted on real streams, tf_placeto.measure.profiling.regression). The
+devices' processors share it, so a step takes at least all their work per step, this included,
+over their number: where one device idles the floating work fits there, where all are busy it
+slows every step.
 On `local:2` the real streams of a training step split evenly over both workers ran slower
 than the devices' schedule alone said, while lopsided splits matched it
 (docs/results/throughput.md, "Streams in the fit: the work that floats").

@@ -1,0 +1,130 @@
+"""`tf-placeto train`: train the Placeto policy (tf_placeto.train) and say what it learned."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tf_placeto import choices, plots
+from tf_placeto.cli.common import (EXIT_OK, count, device_count, link_argument,
+                                   runtime_arguments, seconds)
+from tf_placeto.training_api import TrainingPlan, train
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("train",
+                                   help="train the Placeto policy on graphs (families)")
+    parser.add_argument("--graphs", metavar="GRAPH", nargs="+", required=True,
+                        help="SOURCEs to train on; examples:FAMILY stands for its members")
+    parser.add_argument("--members", metavar="A-B", default=TrainingPlan.members,
+                        help="which members of each family (default all), e.g. 0-23 to hold "
+                             "24-31 out for evaluating transfer")
+    parser.add_argument("--counts", metavar="N", type=device_count, nargs="+", required=True,
+                        help="device counts to train for (devices like the profiled ones)")
+    parser.add_argument("--out", metavar="DIR", required=True,
+                        help="where the checkpoints, summaries and exported policy go: a new "
+                             "or empty folder, or one a run trained in, which resumes from its "
+                             "newest whole checkpoint; any other folder is refused")
+    parser.add_argument("--max-groups", type=count(1), default=TrainingPlan.max_groups,
+                        metavar="N",
+                        help="group each graph into at most N groups (default "
+                             f"{TrainingPlan.max_groups}: an episode visits every group, so "
+                             "fewer train faster; the policy places any number)")
+    parser.add_argument("--steps", metavar="N", type=count(0), default=TrainingPlan.steps,
+                        help="training iterations in all, counting those DIR already did "
+                             f"(default {TrainingPlan.steps})")
+    parser.add_argument("--episodes", metavar="K", type=count(1), default=TrainingPlan.episodes,
+                        help=f"parallel episodes per iteration (default {TrainingPlan.episodes})")
+    parser.add_argument("--imitate", metavar="EPOCHS", type=count(0), default=TrainingPlan.imitate,
+                        help="before the iterations, teach the policy the best decision known "
+                             "for each problem (the fast placers' best; see --imitate-climb and "
+                             "--imitate-exact) "
+                             "for EPOCHS passes (behaviour cloning; default 0: none)")
+    parser.add_argument("--keep-imitating", metavar="K", type=count(0),
+                        default=TrainingPlan.keep_imitating,
+                        help="during the iterations, imitation goes on as a regulariser: after "
+                             "an iteration on a problem where the policy's greedy episode "
+                             "ends slower than its lesson (its decision to imitate, or a "
+                             "placement an episode met at least 1%% faster), K batches of "
+                             "that problem's demonstrations (default 0: none)")
+    parser.add_argument("--keep-imitating-where", choices=choices.IMITATE_WHERE,
+                        default=TrainingPlan.keep_imitating_where,
+                        help="which iterations --keep-imitating follows: 'behind' (the "
+                             "default), where the greedy episode ends slower than the lesson; "
+                             "'one-device', every iteration on a problem whose lesson is on "
+                             "one device, and no other (how the shipped cluster policy was "
+                             "trained)")
+    parser.add_argument("--imitate-climb", metavar="S", type=seconds,
+                        default=TrainingPlan.imitate_climb,
+                        help="climb each problem's best fast decision in the simulator for up "
+                             "to S seconds (the hill_climb placer) and teach the climbed "
+                             "decision where it is faster (default: not asked)")
+    parser.add_argument("--imitate-exact", metavar="S", type=seconds,
+                        default=TrainingPlan.imitate_exact,
+                        help="give the exact placer S seconds per problem: where it proves its "
+                             "decision optimal and that decision simulates faster than the "
+                             "fast placers' best (or the climbed one), imitation teaches it "
+                             "instead (default: not asked)")
+    parser.add_argument("--real-steps", metavar="N", type=count(0),
+                        default=TrainingPlan.real_steps,
+                        help="after the simulated iterations, N more on each graph on the "
+                             "runtime's own devices, whose episodes' returns are measured for "
+                             "real (their starts and ends timed in turns, logged with the "
+                             "profile's real runs; default 0: none)")
+    parser.add_argument("--algorithm", choices=["reinforce", "ppo"],
+                        default=TrainingPlan.algorithm)
+    parser.add_argument("--warm-start", metavar="DIR", default=TrainingPlan.warm_start,
+                        help="a new run starts from the weights of the policy trained in DIR (a "
+                             "--out directory, or tf_placeto/policy/pretrained): what its "
+                             "network learned carries over where the observation has gained "
+                             "inputs since (they start at zero); a resumed run keeps its own")
+    parser.add_argument("--start", choices=choices.START_KINDS, nargs="+",
+                        default=list(TrainingPlan.starts),
+                        help="where the episodes start: random (default), the Placeto paper's "
+                             "random placement; fast, the fast placers' best decision, for a "
+                             "policy that learns to improve it (as `place` uses it by default); "
+                             "single, every group on the best device; several: every problem "
+                             "is posed from each")
+    link_argument(parser, several=True)
+    runtime_arguments(parser, default="local:2")
+    parser.add_argument("--cache", metavar="DIR", help="where profiles are kept")
+    parser.add_argument("--seed", type=count(0), default=TrainingPlan.seed,
+                        help="the run's seed: first weights, starts, samples and imitation "
+                             "batches (default 0)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    result = train(TrainingPlan(
+        graphs=args.graphs, counts=args.counts, out=args.out, members=args.members,
+        max_groups=args.max_groups, links=args.link or (None,), steps=args.steps,
+        episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
+        keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
+        imitate_exact=args.imitate_exact, real_steps=args.real_steps,
+        algorithm=args.algorithm, warm_start=args.warm_start, starts=args.start,
+        seed=args.seed), devices=args.devices, cluster=args.cluster, cache=args.cache)
+    imitation, history = result.log["imitation"], result.log["iterations"]
+    if imitation:
+        print(f"after {len(imitation)} epochs of imitation, the policy's likeliest "
+              f"device was the demonstrated one in {imitation[-1]['accuracy']:.1%} of "
+              "the moves")
+    if history:
+        kinds = result.starts
+        posed = f" from {len(kinds)} starts each ({', '.join(kinds)})" if len(kinds) > 1 else ""
+        print(f"trained {len(history)} iterations on {result.problems} problems{posed}; "
+              f"best placements {history[-1]['best_speedup']:.3f}x faster than one device "
+              "on average (simulated)")
+        settings = result.by_setting()
+        if len(settings) > 1 or settings["imitated"].any():
+            print("by setting (imitated: iterations followed by imitation batches):")
+            print(settings.to_string(index=False, float_format="{:+.3f}".format))
+        real = [row for row in history if "real_return" in row]
+        if real:
+            print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
+                  f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
+                  f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
+    curve = plots.learning_curve(result.log, os.path.join(args.out, "learning_curve.png"))
+    print(f"policy: {result.policy}")
+    print(f"learning curve: {curve}")
+    return EXIT_OK

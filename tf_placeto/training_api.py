@@ -1,0 +1,218 @@
+"""Training the Placeto policy from Python, as `tf-placeto train` does.
+
+A TrainingPlan says what to train on and how long; train() profiles the graphs, poses their
+problems and runs the stages: imitation of the best known decisions, iterations in the
+simulator, iterations measured for real. A run killed at any point resumes where it stopped
+when train() is called again with the same folder. Progress goes to the "tf_placeto" logger
+and to progress bars on a terminal (tf_placeto.log).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import os
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from tf_placeto.errors import InputError
+from tf_placeto.examples import registry
+from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.log import progress
+from tf_placeto.measure.costs.costmodel import Link
+from tf_placeto.measure.runtimes.runtime import open_runtime
+from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
+                                           iterations_by_setting)
+from tf_placeto.policy.real import MeasuredGraph, RealSteps
+from tf_placeto.policy.starts import best_known, initial_placement
+from tf_placeto.workload import load_workload
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingPlan:
+    """What a run trains on and how: `tf-placeto train --help` says what each option does
+    (graphs: --graphs, links: --link, starts: --start, the others by their own names)."""
+
+    graphs: Sequence[str]                # SOURCEs; examples:FAMILY stands for its members
+    counts: Sequence[int]                # device counts, each of at least 2
+    out: str                             # new, empty, or a folder a run trained in
+    members: Optional[str] = None        # "A-B": which members of each family (None: all)
+    max_groups: int = 128                # an episode visits every group: fewer train faster
+    links: Sequence[Optional[str]] = (None,)     # each problem under each (None: measured)
+    steps: int = 500                     # simulated iterations in all, counting those done
+    episodes: int = 4                    # parallel episodes per iteration
+    imitate: int = 0                     # epochs of imitation before the iterations
+    keep_imitating: int = 0              # imitation batches after an iteration that lags
+    keep_imitating_where: str = "behind"     # or "one-device" (starts.IMITATE_WHERE)
+    imitate_climb: float = 0.0           # seconds of hill climbing a lesson may take
+    imitate_exact: float = 0.0           # seconds the exact placer may take per problem
+    real_steps: int = 0                  # iterations measured for real, after the others
+    algorithm: str = "reinforce"         # or "ppo"
+    warm_start: Optional[str] = None     # a training folder whose weights a new run takes
+    starts: Sequence[str] = ("random",)  # starts.START_KINDS; several: each problem from each
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("graphs", "counts", "links", "starts"):     # frozen all the way down
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What a run trained: its exported policy (a SavedModel that `place --policy DIR` and
+    method placeto take through its folder), its log as training.json keeps it, and what it
+    was posed."""
+
+    policy: str                          # out/policy
+    log: dict                            # config, imitation (epochs), iterations (rows)
+    problems: int                        # graphs x counts x links (+ the runtime's own)
+    starts: list                         # the starts each problem was posed from
+
+    def by_setting(self) -> pd.DataFrame:
+        """Per link and start: iterations, how many imitation followed, mean return."""
+        return iterations_by_setting(self.log["iterations"])
+
+
+def train(plan: TrainingPlan, *, devices: Optional[str] = None, cluster: Optional[str] = None,
+          cache: Optional[str] = None) -> TrainingResult:
+    """Train the Placeto policy as `plan` says, into plan.out, and export it.
+
+    devices / cluster: where the graphs are profiled and, with plan.real_steps, measured
+    (default: local:2, two worker processes of this machine). cache: where profiles are
+    kept. Bad input is refused before any runtime starts."""
+    _check(plan)
+    # heavy: the trainer loads TF-Agents and TensorFlow when imported
+    from tf_placeto.policy.training import Trainer, TrainingConfig
+
+    with contextlib.ExitStack() as stack:
+        runtime = stack.enter_context(open_runtime(
+            devices, cluster or (None if devices else "local:2")))
+        if len(runtime.device_names) < 2 and plan.real_steps:
+            raise InputError("--real-steps measures on the runtime's devices: give a runtime "
+                             "with at least 2 (--cluster local:2, --devices 2)")
+        problems, measurable, labels = training_problems(
+            plan.graphs, plan.counts, runtime, members=plan.members, links=plan.links,
+            on_runtime=bool(plan.real_steps), max_groups=plan.max_groups, cache=cache)
+        if not plan.real_steps:
+            stack.close()       # the runtime is needed again only to measure
+        log.info("writing the checkpoints, the log and the policy to %s", plan.out)
+        kinds = list(dict.fromkeys(plan.starts))
+        initial = []
+        for kind in kinds:      # a random start is drawn by the environment: nothing to wait for
+            shown = problems if kind == "random" else progress(problems, desc=f"{kind} starts",
+                                                               unit="problem")
+            initial += [initial_placement(problem, kind)[1] for problem in shown]
+        trainer = Trainer(problems * len(kinds), plan.out, TrainingConfig(
+            algorithm=plan.algorithm, episodes=plan.episodes, seed=plan.seed,
+            warm_start=plan.warm_start, keep_imitating=plan.keep_imitating,
+            keep_imitating_where=plan.keep_imitating_where), initial=initial,
+            starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
+        _imitate(trainer, plan, problems, kinds, initial)
+        _iterate(trainer, plan.steps, plan.episodes, "iteration")
+        if plan.real_steps:
+            _iterate(trainer, plan.steps + plan.real_steps, plan.episodes, "real iteration",
+                     real=RealSteps(runtime, measurable))
+    return TrainingResult(policy=trainer.export(), log=trainer.logged(),
+                          problems=len(problems), starts=kinds)
+
+
+def _check(plan: TrainingPlan) -> None:
+    """Refuse what cannot train, before a runtime starts (a cluster would start and warm its
+    links first)."""
+    if plan.steps < 1 and not plan.imitate and not plan.real_steps:
+        raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
+                         "--real-steps")
+    bad = [n for n in plan.counts if n < 2]
+    if bad:
+        raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")
+    if plan.keep_imitating_where != "behind" and not plan.keep_imitating:
+        raise InputError("--keep-imitating-where chooses when --keep-imitating imitates: "
+                         "give --keep-imitating K too")
+    for flag in ("imitate_climb", "imitate_exact"):
+        if getattr(plan, flag) and not (plan.imitate or plan.keep_imitating):
+            raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
+                             "give --imitate or --keep-imitating too")
+    registry.member_range(plan.members)
+    check_training_folder(plan.out)
+    if plan.warm_start and not os.path.isdir(os.path.join(plan.warm_start, CHECKPOINTS)):
+        raise InputError(f"--warm-start {plan.warm_start}: not a training directory (it has "
+                         f"no {CHECKPOINTS}/)")
+    for link in plan.links:
+        if link is not None:
+            Link.parse(link)
+
+
+def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: list) -> None:
+    """The imitation `plan` asks for: its epochs before the iterations (a resumed run does
+    those left), and the lessons that imitation during them (keep_imitating) goes back to."""
+    imitating = len(trainer.imitation) < plan.imitate
+    if not imitating and not (plan.keep_imitating
+                              and trainer.iterations_done < plan.steps + plan.real_steps):
+        return
+    taught = None
+    if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb):
+        lessons = initial
+    else:
+        known = [best_known(problem, plan.imitate_exact, plan.imitate_climb)
+                 for problem in progress(problems, desc="decisions to imitate", unit="problem")]
+        lessons = [devices for _, devices in known] * len(kinds)
+        taught = dict(collections.Counter(name for name, _ in known).most_common())
+        log.info("imitation teaches the decisions of %s", ", ".join(
+            f"{name} ({count} problems)" for name, count in taught.items()))
+    trainer.demonstrate(lessons)
+    if imitating:
+        with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",
+                      desc="imitation") as bar:
+            def imitated(row):
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
+            trainer.imitate(lessons, plan.imitate, progress=imitated, taught=taught)
+
+
+def _iterate(trainer, iterations: int, episodes: int, unit: str, real=None) -> None:
+    """Train until `iterations` are done in all, with a progress bar."""
+    if trainer.iterations_done >= iterations:
+        return
+    with progress(total=iterations, initial=trainer.iterations_done, unit=unit) as bar:
+        def iterated(row):
+            bar.update(1)
+            bar.set_postfix(episodes=row["iteration"] * episodes,
+                            best_speedup=f"{row['best_speedup']:.3f}x",
+                            mean_return=f"{row['mean_return']:+.3f}")
+        trainer.run(iterations, progress=iterated, real=real)
+
+
+def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
+                      members: Optional[str] = None, links: Sequence[Optional[str]] = (None,),
+                      on_runtime: bool = False, max_groups: int = DEFAULT_MAX_GROUPS,
+                      cache: Optional[str] = None) -> tuple:
+    """(problems, measurable, labels): the placement problems a run learns on.
+    Each graph (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a
+    measure.runtimes.runtime.Runtime); its problems are on each device count of devices like
+    the profiled ones, joined by each of `links` (None: the measured link), and with
+    `on_runtime` also on the runtime's own devices. measurable: for those last problems, by
+    index, what measuring their placements for real needs (policy.real.MeasuredGraph).
+    labels: per problem, its graph, device count and link ("measured" for the profiled link,
+    "runtime" for the runtime's own devices), which training's log keeps with each iteration."""
+    sources = registry.expand(graphs, members)
+    parsed = [(link or "measured", Link.parse(link) if link else None) for link in links]
+    problems, measurable, labels = [], {}, []
+    for source in progress(sources, desc="profiling", unit="graph"):
+        workload = load_workload(source, runtime, max_groups=max_groups, cache=cache)
+        for name, link in parsed:
+            problems += [workload.problem(n, link=link) for n in counts]
+            labels += [{"graph": str(source), "devices": n, "link": name} for n in counts]
+        if on_runtime:
+            measurable[len(problems)] = MeasuredGraph(workload.graph, workload.profile_dir)
+            problems.append(workload.problem())
+            labels.append({"graph": str(source), "devices": problems[-1].n_devices,
+                           "link": "runtime"})
+    log.info("training on %d graphs x %d device counts x %d links%s = %d problems",
+             len(sources), len(counts), len(links),
+             " (and the runtime's own devices)" if on_runtime else "", len(problems))
+    return problems, measurable, labels
