@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from tests.helpers import REPO
+from tf_placeto import methods
 
 
 def run_script(module: str, *args: str) -> str:
@@ -43,10 +44,19 @@ def test_measure_on_cluster_times_the_step_before_and_after(tmp_path):
         assert (tmp_path / "measured" / "saved_model.pb").is_file()
 
 
-def test_demo_writes_model_plot_chart_and_table(tmp_path):
-    out = run_script("examples.demo", "--example", "mlp", "--out", str(tmp_path),
-                     "--measure-best", "1", "--repeats", "2")
-    assert "fastest measured on 2 devices:" in out
-    for name in ("mlp_placed/saved_model.pb", "mlp_placed.placement.json", "comparison.png",
-                 "gantt.png", "comparison.csv"):
+def test_demo_places_as_place_does_then_shows_the_scoreboard_and_pictures(tmp_path):
+    """The demo goes through `tf_placeto.place`: its verdict (measured for real, in turns)
+    first, then every method on the scoreboard, then the pictures; a placed SavedModel only
+    where the verdict says a placement won."""
+    out = run_script("examples.demo", "--example", "mlp", "--out", str(tmp_path))
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict: "))
+    assert out.index(verdict) < out.index("measured in turns, median step: as written ")
+    table = out[out.index("the scoreboard"):]
+    for method in methods.names():
+        assert f" {method} " in table, method
+    for name in ("comparison.png", "gantt.png", "comparison.csv"):
         assert (tmp_path / name).is_file(), name
+    written = (tmp_path / "mlp_placed" / "saved_model.pb").is_file()
+    assert written == (" is faster than the graph as written: " in verdict)
+    assert written == (tmp_path / "mlp_placed.placement.json").is_file()
+    assert written != ("The profile's bound: no placement" in verdict)    # else: why not

@@ -48,6 +48,7 @@ out["placed_on"] = sorted(set(placement.values()))
 out["measured"] = step.measured is not None
 out["predicted_in_flight"] = step.predicted["after"].stream
 out["times"] = step.step_times()
+out["verdict"], out["limits"] = step.verdict, step.limits
 out["ratio_high"] = step.measured["after"].ratio_to_first.get("high") if step.measured else None
 report = step.report()
 out["report_ops"] = int(report["ops"].sum())
@@ -118,12 +119,16 @@ def test_auto_measured_in_a_keras_3_process_is_never_slower_than_the_original(ca
     assert set(out["times"]) == {"predicted_before_s", "predicted_after_s",
                                  "measured_before_s", "measured_after_s"}
     assert out["same_loss"] and out["same_update"] and out["off_device"] == []
-    if out["kept_as_written"]:
+    if out["kept_as_written"]:                         # and the verdict says why
         assert out["checked_ops"] == 0 and out["placement_ops"] == 0
+        assert ". The profile's bound: no placement on these 2 devices can save" \
+            in out["verdict"]
+        assert set(out["limits"]) == {"bound_saving"}    # one process: no second task
         assert out["times"]["measured_after_s"] == out["times"]["measured_before_s"]
         assert out["times"]["predicted_after_s"] == out["times"]["predicted_before_s"]
     else:                                              # kept: faster beyond the noise
         assert out["ratio_high"] < 1.0 and out["checked_ops"] > 0
+        assert " is faster than the graph as written: " in out["verdict"]
     assert os.listdir(cache)                           # the profile of the first test was kept
 
 

@@ -1,6 +1,7 @@
 """The pipeline keeps a placement only if it was measured faster than the graph as written."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from tests.helpers import run_cli
 from tf_placeto import methods, pipeline
 from tf_placeto.devices import DeviceSet
+from tf_placeto.examples.probes import two_stage_model
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.evaluation.measurer import MeasureResult
 from tf_placeto.measure.evaluation.noise import ratio_interval
@@ -88,7 +90,10 @@ def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_
 def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small_cnn_model,
                                                                           tmp_path):
     """Round robin over 64 groups sends nearly every tensor of the training step between two
-    worker processes: several times slower for real, whatever the simulator thinks."""
+    worker processes: several times slower for real, whatever the simulator thinks. The
+    verdict says why no placement helps: the profile's bound, and what involving the second
+    worker costs every step (its call and each message, as calibrated on real runs) against
+    the step as written."""
     out = tmp_path / "placed"
     result = run_cli("place", small_cnn_model, "--method", "round_robin", "--max-groups", "64",
                      "--cluster", "local:2", "--out", str(out), "--json")
@@ -102,7 +107,12 @@ def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small
     assert as_written["low_s"] <= as_written["median_s"] <= as_written["high_s"]
     assert summary["measured_after_s"] == summary["measured_before_s"]   # kept as written
     assert summary["predicted_after_s"] == summary["predicted_before_s"]  # not the rejected one
-    assert summary["verdict"].endswith("the graph stays as written")
+    step = pipeline._ms(summary["measured_before_s"])
+    assert re.search(r"the graph stays as written\. The profile's bound: no placement on these "
+                     r"2 devices can save (more than \d+%|even 1%) of the step; involving a "
+                     r"second task costs [\d.]+ (ms|us) per step(, and each message between "
+                     r"tasks [\d.]+ (ms|us) more)? \(calibrated\), against a "
+                     + re.escape(step) + " step$", summary["verdict"]), summary["verdict"]
 
 
 @pytest.mark.parametrize("again, written", [(0.8, True), (1.02, False)])
@@ -129,8 +139,8 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
     if written:
         assert "measured again in new sessions" in outcome.verdict
     else:
-        assert outcome.verdict.endswith("but not when measured again in new sessions "
-                                        "(1.020x (1.000 .. 1.040)): the graph stays as written")
+        assert "but not when measured again in new sessions (1.020x (1.000 .. 1.040)): the " \
+            "graph stays as written. The profile's bound: no placement" in outcome.verdict
 
 
 @pytest.mark.parametrize("method", ["single", "round_robin"])
@@ -146,8 +156,11 @@ def test_simulated_only_keeps_the_placement_asked_for_unless_it_changes_nothing(
     if method == "single":
         assert outcome.placement is None and "the best placement found runs" in outcome.verdict
         assert after.step_time_s == before.step_time_s
+        assert ". The profile's bound: no placement on these 2 devices can save" \
+            in outcome.verdict
     else:
         assert pipeline._changes_something(outcome.workload, outcome.problem, outcome.placement)
+        assert "bound" not in outcome.verdict       # written: nothing to explain
         assert f"predicted {after.step_time_s / before.step_time_s:.3f}x" in outcome.verdict
 
 
@@ -189,3 +202,21 @@ def test_for_throughput_the_candidates_run_as_streams_for_real(tmp_path):
     refit = fitting.refresh(workload.graph, workload.cost_model, DeviceSet.local(2),
                             workload.profile_dir)
     assert refit.observations == len(logged)
+
+
+def test_when_no_split_can_help_the_verdict_names_the_profiles_bound(tmp_path):
+    """Eight 256x256 matmuls, each on the last's result, leave nothing but their constants to
+    run beside them: the lower bound is nearly the step itself, and the verdict that keeps
+    the graph as written says so, not only what was measured. On two devices of one process
+    no second task is involved, so no split cost is named."""
+    chain = two_stage_model(str(tmp_path / "chain"), size=256, chain=4)
+    outcome = pipeline.run(chain, Runtime.local(DeviceSet.local(2)), "round_robin",
+                           cache=str(tmp_path / "profiles"), measure_budget_s=5.0)
+    assert outcome.placement is None
+    saving = outcome.limits["bound_saving"]
+    assert 0.0 <= saving < 0.15 and set(outcome.limits) == {"bound_saving"}
+    most = f"more than {saving:.0%}" if saving >= 0.01 else "even 1%"
+    assert outcome.verdict.endswith(f"the graph stays as written. The profile's bound: no "
+                                    f"placement on these 2 devices can save {most} of the "
+                                    f"step")
+

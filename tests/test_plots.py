@@ -31,3 +31,16 @@ def test_drawing_leaves_the_process_backend_and_pyplot_alone(tmp_path):
         assert "matplotlib.pyplot" not in sys.modules
     """)
     run_python(code)
+
+
+def test_every_method_has_a_colour_of_its_own_in_every_plot():
+    """Single and optimal, expert and rnn once shared a colour. Each registered method has
+    its own, the same whatever else a plot shows; a label no placer has gets another."""
+    from tf_placeto import methods
+    from tf_placeto.plots import method_colors
+
+    every = method_colors(methods.names())
+    assert len(set(every.values())) == len(methods.names())
+    assert method_colors(["optimal", "single"]) == {"optimal": every["optimal"],
+                                                   "single": every["single"]}
+    assert method_colors(["single", "mine"])["mine"] not in every.values()

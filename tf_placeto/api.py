@@ -247,7 +247,10 @@ class PlaceResult:
 
     def summary(self) -> dict:
         """A JSON-ready description (what `tf-placeto place --json` prints): with a real
-        measurement, every candidate measured with its interval, and which one won."""
+        measurement, every candidate measured with its interval, and which one won; what caps
+        any placement's gain (pipeline.Outcome.limits: `bound_saving`, the most of the step
+        any placement can save by the profile's bound, and on a cluster `split_cost_s` and
+        `message_cost_s`, what the calibration charges a step per task and per message)."""
         outcome = self.outcome
         info = {k: v.item() if hasattr(v, "item") else v for k, v in outcome.decided.info.items()
                 if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
@@ -259,7 +262,7 @@ class PlaceResult:
                    "decide_s": outcome.decided.decide_s, "out": self.out,
                    "placement": self.placement_file, "written": outcome.placement is not None,
                    **info, **summary_of(outcome.predicted, "predicted"),
-                   **summary_of(outcome.measured_before_after, "measured")}
+                   **summary_of(outcome.measured_before_after, "measured"), **outcome.limits}
         if outcome.measured:
             summary["measured_candidates"] = [_measured_json(r) for r in outcome.measured]
             if outcome.confirmed:     # the fastest candidate, measured again

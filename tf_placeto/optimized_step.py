@@ -3,6 +3,7 @@
     step = tf_placeto.optimize(train_step, (x, y))
     loss = step(x, y)              # same results, ops on the chosen devices
     step.report()                  # per device: ops, busy time, peak memory
+    step.verdict                   # what won, or why the function stays as written
 
 The function is traced with the example arguments, exported as a measurable step (on a copy
 of its variables, see tf_placeto.functions), profiled on the devices (cached: the second
@@ -92,6 +93,8 @@ class OptimizedStep:
     info: dict                       # what the placer said about its decision
     predicted: dict                  # {"before"|"after": simulated MeasureResult}
     measured: Optional[dict]         # {"before"|"after": real MeasureResult} or None
+    verdict: str = ""                # one line: what won, or why nothing did (pipeline.run)
+    limits: dict = dataclasses.field(default_factory=dict)  # what caps any gain (the same)
     _concrete: object = dataclasses.field(repr=False, default=None)
     _placed: object = dataclasses.field(repr=False, default=None)
     _signature: object = dataclasses.field(repr=False, default=None)
@@ -204,6 +207,7 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
             method=method, info=dict(outcome.decided.info),
             predicted=dict(zip(("before", "after"), outcome.predicted)),
             measured=dict(zip(("before", "after"), before_after)) if before_after else None,
+            verdict=outcome.verdict, limits=dict(outcome.limits),
             _concrete=concrete, _placed=None if own is None else PlacedStep(concrete, own),
             _signature=_python_signature(function))
         log.info("step %s", ", ".join(f"{key[:-2].replace('_', ' ')} {value * 1e3:.2f} ms"

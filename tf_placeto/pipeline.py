@@ -54,6 +54,8 @@ MEASURE_BUDGET_S = 60.0
 # in place's turns from being written (docs/results/sessions.md, "The second measurement in
 # three sets of new sessions").
 CONFIRM_SESSIONS = 3
+# A calibrated charge under this is none: the fit leaves unused parameters near 0, not at it.
+NO_CHARGE_US = 1.0
 
 
 @dataclasses.dataclass
@@ -78,6 +80,9 @@ class Outcome:
     confirmed: Optional[list] = None
     winner: Optional[int] = None        # index into candidates of the placement chosen
     verdict: str = ""                   # one line: what won, or why nothing did
+    # what caps any placement's gain (_limits): the JSON summary's bound_saving and, on a
+    # cluster, split_cost_s and message_cost_s
+    limits: dict = dataclasses.field(default_factory=dict)
 
     @property
     def devices(self) -> DeviceSet:
@@ -103,9 +108,9 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     """Place `source` with `method` on the devices of `runtime` (or on `n_devices` devices
     like them, simulated) and predict the step as written and as placed. With `measure`, the
     best few decisions by simulation (method auto: from different placers) and the graph as
-    written are timed for real, in turns (tf_placeto.measure.evaluation.interleaved), and a decision is
-    kept only if it is faster than the graph as written beyond the noise: the whole 95%
-    interval of its round-by-round ratio lies under 1. That takes at least six rounds
+    written are timed for real, in turns (tf_placeto.measure.evaluation.interleaved), and a
+    decision is kept only if it is faster than the graph as written beyond the noise: the
+    whole 95% interval of its round-by-round ratio lies under 1. That takes at least six rounds
     (noise.rounds_for), which run even when `measure_budget_s` has passed. The fastest such
     candidate (or, where the rounds cannot tell it from one simulated faster, that one:
     _faster_beyond_noise) is then measured again against the graph as written, in
@@ -164,9 +169,12 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
         outcome.predicted = measurer.evaluate([None], [LABELS[0]]) * 2
     else:
         outcome.predicted = measurer.evaluate([None, outcome.placement], list(LABELS))
+    outcome.limits = _limits(problem, outcome.predicted[0])
     # the surfaces say it, once
     outcome.verdict = _timed_as(problem) + (_verdict(outcome) if measure
                                             else _predicted_verdict(outcome))
+    if outcome.placement is None:
+        outcome.verdict += _why_nothing_helps(outcome)
     return outcome
 
 
@@ -292,6 +300,56 @@ def _predicted_verdict(outcome: Outcome) -> str:
             f"{ratio:.3f}x the step as written"
             + ("" if ratio < 1 else " (no faster: measured for real, the graph would stay as "
                                    "written)"))
+
+
+def _limits(problem: PlacementProblem, as_written) -> dict:
+    """What caps the gain of any placement, from the profile. bound_saving: the most of the
+    simulated step as written (`as_written`) that any placement on the problem's devices can
+    save, by the lower bound under its objective (PlacementProblem.lower_bound_us). Where the
+    devices are in several tasks and the calibration charges for it (NO_CHARGE_US),
+    split_cost_s and message_cost_s: what the simulator charges a step per task besides the
+    session's and per message between tasks (one step at a time: after its last op, where
+    nothing overlaps it)."""
+    limits = {}
+    if np.isfinite(as_written.step_time_s) and as_written.step_time_s > 0:
+        bound_s = problem.lower_bound_us() / 1e6
+        # the simulator may end a step within rounding under the bound (compare._check_honest)
+        limits["bound_saving"] = max(0.0, 1.0 - bound_s / float(as_written.step_time_s))
+    simulation = problem.simulation
+    if len(np.unique(simulation.device_task)) > 1 and simulation.remote_task_us >= NO_CHARGE_US:
+        limits["split_cost_s"] = float(simulation.remote_task_us) / 1e6
+        limits["message_cost_s"] = float(simulation.task_message_us) / 1e6
+    return limits
+
+
+def _why_nothing_helps(outcome: Outcome) -> str:
+    """A second sentence for a verdict that keeps the graph as written: what the profile
+    says any placement could gain (outcome.limits), against the step as written (measured
+    if it was); nothing when the graph as written did not run."""
+    as_written = outcome.measured[0] if outcome.measured else outcome.predicted[0]
+    if as_written.status != OK:
+        return ""
+    limits, reasons = outcome.limits, []
+    if "bound_saving" in limits:
+        saving = limits["bound_saving"]
+        most = f"more than {saving:.0%}" if saving >= 0.01 else "even 1%"
+        reasons.append(f"the profile's bound: no placement on these {outcome.problem.n_devices}"
+                       f" devices can save {most} of the step")
+    if "split_cost_s" in limits:
+        messages = (f", and each message between tasks {_ms(limits['message_cost_s'])} more"
+                    if limits["message_cost_s"] * 1e6 >= NO_CHARGE_US else "")
+        reasons.append(f"involving a second task costs {_ms(limits['split_cost_s'])} per step"
+                       f"{messages} (calibrated), against a {_ms(as_written.step_time_s)} "
+                       f"step")
+    if not reasons:
+        return ""
+    sentence = "; ".join(reasons)
+    return f". {sentence[0].upper()}{sentence[1:]}"
+
+
+def _ms(seconds: float) -> str:
+    """A per-step cost as people read it: 3.1 ms, 150 us."""
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} us"
 
 
 def _ratio(result) -> str:

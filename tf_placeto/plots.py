@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from tf_placeto import methods as placement_methods
 from tf_placeto.compare import LOWER_BOUND
 from tf_placeto.errors import InputError
 from tf_placeto.files import check_output_file, write_atomically
@@ -57,6 +58,18 @@ def _colormap(name: str):
     return matplotlib.colormaps[name]
 
 
+def method_colors(shown) -> dict:
+    """{method: its colour} for the methods `shown`: by its place among all registered methods
+    (tf_placeto.methods), then any other label, so that a method keeps its colour from plot
+    to plot; each its own while there are at most 20: tab20's strong colours first, then its
+    light ones, so that a light colour's strong kin is far from it in the plot's order."""
+    registered = placement_methods.names()
+    order = registered + [method for method in dict.fromkeys(shown) if method not in registered]
+    tab20 = _colormap("tab20").colors
+    palette = tab20[0::2] + tab20[1::2]
+    return {method: palette[order.index(method) % len(palette)] for method in shown}
+
+
 def comparison_plot(table: pd.DataFrame, path: str) -> str:
     """Per graph, bars of each method's step time per device count, the lower bound as a line.
 
@@ -68,7 +81,7 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
     slots = len(methods) * table.groupby("graph")["devices"].nunique().max()
     figure = _figure(figsize=(min(16, max(6, 0.45 * slots + 2)), 3.2 * len(graphs) + 0.6))
     axes = figure.subplots(len(graphs), 1, squeeze=False)
-    colors = _colormap("tab10")
+    colors = method_colors(methods)
     width = 0.8 / max(len(methods), 1)
     for axis, graph in zip(axes[:, 0], graphs):
         rows = table[table["graph"] == graph]
@@ -78,12 +91,12 @@ def comparison_plot(table: pd.DataFrame, path: str) -> str:
             x = np.arange(len(counts)) + (k - (len(methods) - 1) / 2) * width
             infeasible = (chosen["status"] != "ok").to_numpy()
             error = chosen["spread_s"].fillna(0).to_numpy() * 1e3 / 2
-            axis.bar(x, chosen["step_s"] * 1e3, width, color=colors(k % 10), label=method,
+            axis.bar(x, chosen["step_s"] * 1e3, width, color=colors[method], label=method,
                      yerr=error if error.any() else None,
                      hatch=None, edgecolor="black", linewidth=0.3)
             predicted_only = chosen["step_s"].isna() & chosen["predicted_s"].notna()
             axis.bar(x[predicted_only.to_numpy()], chosen["predicted_s"][predicted_only] * 1e3,
-                     width, fill=False, edgecolor=colors(k % 10), linestyle="--")
+                     width, fill=False, edgecolor=colors[method], linestyle="--")
             for xi, yi, bad in zip(x, chosen["step_s"] * 1e3, infeasible):
                 if bad and np.isfinite(yi):
                     axis.bar(xi, yi, width, fill=False, hatch="///", edgecolor="red", linewidth=0)

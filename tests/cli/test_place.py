@@ -16,6 +16,7 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
     summary = json.loads(result.stdout)
     assert summary["method"] == "heft" and summary["devices"] == ["/device:CPU:0", "/device:CPU:1"]
     assert summary["predicted_after_s"] > 0 and summary["placement"] == f"{out}.placement.json"
+    assert 0 <= summary["bound_saving"] < 1 and "split_cost_s" not in summary   # one process
     assert os.path.isfile(out / "saved_model.pb")
     placement = json.loads(open(summary["placement"]).read())
     shown = run_cli("show", str(out), "--devices", "2", "--cache", cache, "--gantt", str(chart),

@@ -15,11 +15,6 @@ from tf_placeto.measure.evaluation.measurer import RESULTS_FILE, RealMeasurer
 from tf_placeto.measure.runtimes.runtime import Runtime
 
 
-@pytest.fixture(scope="module")
-def graph(mlp_model):
-    return tp.import_graph(mlp_model)
-
-
 def _everything_on(graph, device):
     return {op.name: device for op in graph.ops}
 

@@ -12,11 +12,6 @@ DEVICES = ["/device:CPU:0", "/device:CPU:1"]
 
 
 @pytest.fixture(scope="module")
-def graph(mlp_model):
-    return tp.import_graph(mlp_model)
-
-
-@pytest.fixture(scope="module")
 def placement(graph):
     """Groups in turn on both devices, colocated ops included (as the measurers see it)."""
     groups = tp.group(graph, max_groups=6)

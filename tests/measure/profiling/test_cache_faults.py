@@ -63,16 +63,6 @@ def steady():
 
 
 @pytest.fixture(scope="module")
-def graph(mlp_model):
-    return tp.import_graph(mlp_model)
-
-
-@pytest.fixture(scope="module")
-def runtime():
-    return Runtime.local(tp.DeviceSet.local(2))
-
-
-@pytest.fixture(scope="module")
 def fresh(graph, runtime, tmp_path_factory):
     """(a cache holding the graph's profile on two logical CPUs, calibrated on real runs;
     the answer it gives)."""

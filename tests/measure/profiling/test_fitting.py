@@ -7,18 +7,12 @@ import json
 import os
 
 import numpy as np
-import pytest
 
 import tf_placeto as tp
 from tests.measure.profiling.cases import WORKERS, cluster_cost_model
 from tf_placeto.measure.profiling import fitting, regression
 from tf_placeto.measure.costs.calibration import CALIBRATION_FILE, Calibration
 from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
-
-
-@pytest.fixture(scope="module")
-def graph(mlp_model):
-    return tp.import_graph(mlp_model)
 
 
 def test_calibration_placements_are_diverse_and_distinct(graph):

@@ -18,11 +18,6 @@ def graph(small_cnn_model):
     return tp.import_graph(small_cnn_model)
 
 
-@pytest.fixture(scope="module")
-def runtime():
-    return Runtime.local(tp.DeviceSet.local(2))
-
-
 def test_profile_measures_ops_and_is_cached(graph, runtime, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="tf_placeto")
     first = profile(graph, runtime, cache=str(tmp_path), runs=3, calibration_runs=0)

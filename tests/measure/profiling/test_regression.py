@@ -12,11 +12,6 @@ from tf_placeto.measure.profiling import regression
 from tf_placeto.measure.profiling.fitting import Observation, calibration_placements
 
 
-@pytest.fixture(scope="module")
-def graph(mlp_model):
-    return tp.import_graph(mlp_model)
-
-
 def test_a_fit_finds_the_costs_that_made_the_runs(graph):
     """Runs simulated under a known calibration: the fit, started from the profile alone,
     predicts runs it was not fitted on within a few percent; uncalibrated, it is far off."""
