@@ -360,8 +360,14 @@ def sweep_staging(parent: str) -> list:
 
 
 def _is_legacy_staging(path: str) -> bool:
-    return bool(_LEGACY_STAGING.match(os.path.basename(path))) and os.path.isdir(path) \
-        and not os.path.islink(path) and set(os.listdir(path)) <= _LEGACY_ENTRIES
+    """An older version's staging folder, by its exact name and contents; one that cannot be
+    read (gone meanwhile) is not, and does not stop the sweep of the others."""
+    if not _LEGACY_STAGING.match(os.path.basename(path)) or os.path.islink(path):
+        return False
+    try:
+        return set(os.listdir(path)) <= _LEGACY_ENTRIES
+    except OSError:
+        return False
 
 
 def _restore(folder: str) -> list:

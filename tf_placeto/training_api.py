@@ -20,7 +20,6 @@ import pandas as pd
 
 from tf_placeto.errors import InputError
 from tf_placeto.examples import registry
-from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress
 from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.measure.runtimes.runtime import open_runtime
@@ -102,17 +101,18 @@ def train(plan: TrainingPlan, *, devices: Optional[str] = None, cluster: Optiona
             stack.close()       # the runtime is needed again only to measure
         log.info("writing the checkpoints, the log and the policy to %s", plan.out)
         kinds = list(dict.fromkeys(plan.starts))
-        initial = []
+        starts = {}             # kind -> initial_placement of each problem
         for kind in kinds:      # a random start is drawn by the environment: nothing to wait for
             shown = problems if kind == "random" else progress(problems, desc=f"{kind} starts",
                                                                unit="problem")
-            initial += [initial_placement(problem, kind)[1] for problem in shown]
+            starts[kind] = [initial_placement(problem, kind) for problem in shown]
+        initial = [start[1] for kind in kinds for start in starts[kind]]
         trainer = Trainer(problems * len(kinds), plan.out, TrainingConfig(
             algorithm=plan.algorithm, episodes=plan.episodes, seed=plan.seed,
             warm_start=plan.warm_start, keep_imitating=plan.keep_imitating,
             keep_imitating_where=plan.keep_imitating_where), initial=initial,
             starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
-        _imitate(trainer, plan, problems, kinds, initial)
+        _imitate(trainer, plan, problems, kinds, initial, fast=starts.get("fast"))
         _iterate(trainer, plan.steps, plan.episodes, "iteration")
         if plan.real_steps:
             _iterate(trainer, plan.steps + plan.real_steps, plan.episodes, "real iteration",
@@ -147,9 +147,11 @@ def _check(plan: TrainingPlan) -> None:
             Link.parse(link)
 
 
-def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: list) -> None:
+def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: list,
+             fast: Optional[list] = None) -> None:
     """The imitation `plan` asks for: its epochs before the iterations (a resumed run does
-    those left), and the lessons that imitation during them (keep_imitating) goes back to."""
+    those left), and the lessons that imitation during them (keep_imitating) goes back to.
+    fast: each problem's fast start, where the starts already ran the fast placers."""
     imitating = len(trainer.imitation) < plan.imitate
     if not imitating and not (plan.keep_imitating
                               and trainer.iterations_done < plan.steps + plan.real_steps):
@@ -158,8 +160,9 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
     if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb):
         lessons = initial
     else:
-        known = [best_known(problem, plan.imitate_exact, plan.imitate_climb)
-                 for problem in progress(problems, desc="decisions to imitate", unit="problem")]
+        shown = progress(problems, desc="decisions to imitate", unit="problem")
+        known = [best_known(problem, plan.imitate_exact, plan.imitate_climb,
+                            fast=fast[i] if fast else None) for i, problem in enumerate(shown)]
         lessons = [devices for _, devices in known] * len(kinds)
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
@@ -189,7 +192,7 @@ def _iterate(trainer, iterations: int, episodes: int, unit: str, real=None) -> N
 
 def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
                       members: Optional[str] = None, links: Sequence[Optional[str]] = (None,),
-                      on_runtime: bool = False, max_groups: int = DEFAULT_MAX_GROUPS,
+                      on_runtime: bool = False, max_groups: int = TrainingPlan.max_groups,
                       cache: Optional[str] = None) -> tuple:
     """(problems, measurable, labels): the placement problems a run learns on.
     Each graph (examples:FAMILY: its `members`, "A-B") is profiled on `runtime` (a

@@ -72,17 +72,12 @@ def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monke
     assert len(error.splitlines()) == 1
 
 
-def test_train_refuses_an_out_folder_that_holds_something_else(tmp_path, capfd, monkeypatch):
+def test_train_refuses_an_out_folder_that_holds_something_else(tmp_path, cli_here):
     """In one line, before any work: training would write its files among the user's."""
-    from tf_placeto import cli
-
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS"):     # main() sets defaults
-        monkeypatch.setenv(name, os.environ.get(name, ""))
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    capfd.readouterr()
-    code = cli.main(["train", "--graphs", "examples:mlp", "--counts", "2", "--out", str(mine)])
-    error = capfd.readouterr().err
+    code, error = cli_here("train", "--graphs", "examples:mlp", "--counts", "2", "--out",
+                           str(mine))
     assert code == 2 and "not a training folder" in error and len(error.splitlines()) == 1
     assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"

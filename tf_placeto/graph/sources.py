@@ -284,8 +284,7 @@ def is_graph_file(path: str) -> bool:
     """Whether `path` is a whole GraphDef or MetaGraphDef file (.pb or .pbtxt): what a placed
     copy of a graph file is, and so what `--overwrite` may replace."""
     try:
-        with open(path, "rb") as f:
-            _parse_graph_file(path, f.read())
-    except (OSError, SourceError):
+        _parse_graph_file(path, _read_file(path))
+    except SourceError:
         return False
     return True

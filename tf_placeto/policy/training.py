@@ -49,7 +49,7 @@ from tf_agents.utils import common
 from tf_placeto.policy import checkpoints
 from tf_placeto.policy.agent import GreedyActor, TrainingConfig, make_agent, run_episodes, seeded
 from tf_placeto.policy.baselines import Baselines
-from tf_placeto.policy.checkpoints import (CHECKPOINTS, LOG, POLICY, STATE, SUMMARIES,
+from tf_placeto.policy.checkpoints import (LOG, POLICY, STATE, SUMMARIES,
                                            check_training_folder)
 from tf_placeto.policy.environment import PlacementEnvironment
 from tf_placeto.policy.imitation import Demonstrations, cloning_step, imitate
@@ -101,8 +101,7 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(
             agent=self.agent, policy=self.agent.policy, train_step=self.step,
             imitation_optimizer=self.imitation_optimizer)
-        for folder in (CHECKPOINTS, STATE):    # checkpoints/ first: it marks a training folder
-            os.makedirs(os.path.join(out, folder), exist_ok=True)
+        os.makedirs(os.path.join(out, STATE), exist_ok=True)     # checkpoints/: hold() made it
         self.history, self.imitation = [], []
         self._saved = None          # the checkpoint this run goes on from: resumed, or saved last
         self._resume()

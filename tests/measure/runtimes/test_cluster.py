@@ -21,8 +21,7 @@ from tf_placeto.examples.probes import chains_graph, two_stage_model
 from tf_placeto.measure.runtimes import local as local_module, spec as spec_module, worker
 from tf_placeto.measure.runtimes.cluster import ClusterError, ExistingCluster, WorkerDied
 from tf_placeto.measure.runtimes.local import LocalCluster
-from tf_placeto.measure.runtimes.runtime import (cluster_device_names, cluster_fingerprint,
-                                                 parse_cluster)
+from tf_placeto.measure.runtimes.runtime import parse_cluster, planned_cluster
 from tf_placeto.measure.runtimes.worker import is_loopback, listen_addresses
 from tf_placeto.errors import PlacetoError
 
@@ -322,9 +321,9 @@ def test_a_split_chain_streams_faster_than_one_worker(tmp_path):
 
 
 def test_a_memory_cap_and_threads_name_the_same_devices():
-    assert cluster_device_names("local:2,memory=1.5GiB") == cluster_device_names("local:2")
-    assert cluster_device_names("local:2,threads=1") == cluster_device_names("local:2")
-    assert len(cluster_device_names("local:2")) == 2
+    assert planned_cluster("local:2,memory=1.5GiB")[0] == planned_cluster("local:2")[0]
+    assert planned_cluster("local:2,threads=1")[0] == planned_cluster("local:2")[0]
+    assert len(planned_cluster("local:2")[0]) == 2
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -344,9 +343,9 @@ def test_a_local_spec_asks_for_no_more_than_this_machine_runs(spec, message, mon
     monkeypatch.setattr(spec_module, "usable_cores", lambda: [0, 1])
     monkeypatch.setattr(spec_module, "memory_bytes", lambda: 32 * 2**30)
     with pytest.raises(PlacetoError, match=re.escape(message)) as raised:
-        cluster_device_names(spec)
+        planned_cluster(spec)[0]
     assert "\n" not in str(raised.value)
-    assert len(cluster_device_names("local:2,memory=32GiB,threads=64")) == 2
+    assert len(planned_cluster("local:2,memory=32GiB,threads=64")[0]) == 2
 
 
 def test_a_memory_cap_below_what_a_worker_uses_is_refused_and_stops_it():
@@ -558,5 +557,5 @@ def test_workers_start_in_a_private_folder_on_cores_of_their_own(tmp_path, monke
     with LocalCluster(1, op_threads=1) as local:
         local.check()
         assert local.cores[0] in os.sched_getaffinity(0)
-        assert local.fingerprint() == cluster_fingerprint("local:1,threads=1")
-        assert local.fingerprint() != cluster_fingerprint("local:1")
+        assert local.fingerprint() == planned_cluster("local:1,threads=1")[1]
+        assert local.fingerprint() != planned_cluster("local:1")[1]

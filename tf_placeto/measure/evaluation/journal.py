@@ -1,7 +1,7 @@
 """The rounds of a measurement in turns, kept on disk as they are timed.
 
 A measurement in turns can run for minutes (16 placements, up to 60 rounds). Each round's
-step times, and each placement that fails, are appended (and fsync'ed) to a journal beside the
+step times, and each placement out of memory, are appended (and fsync'ed) to a journal beside the
 profile as soon as they are known, so a command killed half-way loses nothing: the same
 measurement started again (same graph, runtime, placements and settings, its timeout among
 them) takes the rounds already timed and the placements out of memory, and runs only the
@@ -60,7 +60,10 @@ class RoundJournal:
         append_record(self.path, {"round": list(times_s), "elapsed_s": elapsed_s})
 
     def record_failure(self, index: int, status: str, reason: str) -> None:
-        append_record(self.path, {"failed": index, "status": status, "reason": reason})
+        """Keep a placement out of memory, which would fail again; another failure is
+        measured again, so it is not written."""
+        if status == INFEASIBLE:
+            append_record(self.path, {"failed": index, "status": status, "reason": reason})
 
     def finish(self) -> None:
         """The measurement is complete: the next one starts afresh."""

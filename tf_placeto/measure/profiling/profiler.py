@@ -85,7 +85,7 @@ def measure_profile(graph: OpGraph, runtime: Runtime, cache: Optional[str] = Non
     key, parts = profile_key(graph, runtime.device_names, runtime.fingerprint)
     directory = profile_directory(key, cache)
     with entry_lock(directory, f"the profile of this graph on {runtime.describe()}"):
-        found = cached_profile(graph, runtime.device_names, runtime.fingerprint, cache)
+        found = _cached_at(graph, runtime.device_names, directory)
         if found is not None:
             return found
         model = _measured_model(graph, runtime, key, parts, cache, runs, warmup)
@@ -130,7 +130,13 @@ def cached_profile(graph: OpGraph, device_names, fingerprint: dict,
     """The profile of `graph` on these devices of the runtime of `fingerprint` from the cache
     (refitted when real runs were logged since), or None; runs nothing, so it needs no
     runtime (planned_runtime gives what to look it up by)."""
-    directory = graph_profile_directory(graph, device_names, fingerprint, cache)
+    return _cached_at(graph, device_names,
+                      graph_profile_directory(graph, device_names, fingerprint, cache))
+
+
+def _cached_at(graph: OpGraph, device_names, directory: str) -> Optional[Profile]:
+    """cached_profile of the entry at `directory`, whose key the caller has made (hashing a
+    graph copies and serializes it: once per profile() is enough)."""
     cached = CostModel.load(directory)
     if cached is None:
         return None

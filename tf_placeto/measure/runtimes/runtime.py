@@ -102,7 +102,7 @@ def planned_runtime(devices: Optional[str] = None, cluster: Optional[str] = None
     by."""
     _check_one_of(devices, cluster)
     if cluster:
-        return cluster_device_names(cluster), cluster_fingerprint(cluster)
+        return planned_cluster(cluster)
     names = (DeviceSet.parse(devices) if devices else DeviceSet.this_machine()).names
     return names, in_process_fingerprint()
 
@@ -153,15 +153,13 @@ def parse_cluster(spec: str) -> Cluster:
     return ExistingCluster.from_spec(spec)
 
 
-def cluster_fingerprint(spec: str) -> dict:
-    """The fingerprint parse_cluster(spec) would give, without starting or asking anyone."""
+def planned_cluster(spec: str) -> tuple:
+    """(device names, fingerprint) that parse_cluster(spec) would give, without starting or
+    asking anyone; the spec is read once."""
     if spec.startswith("local:"):
-        return local_fingerprint(*local_spec(spec))
-    return ExistingCluster.from_spec(spec).fingerprint()
+        workers, memory, threads = local_spec(spec)
+        return (Cluster("worker", [""] * workers).device_names,
+                local_fingerprint(workers, memory, threads))
+    existing = ExistingCluster.from_spec(spec)
+    return existing.device_names, existing.fingerprint()
 
-
-def cluster_device_names(spec: str) -> list:
-    """The device names parse_cluster(spec) would give, without starting or asking anyone."""
-    if spec.startswith("local:"):
-        return Cluster("worker", [""] * local_spec(spec)[0]).device_names
-    return ExistingCluster.from_spec(spec).device_names
