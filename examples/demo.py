@@ -86,8 +86,9 @@ def _demo(args, say) -> None:
     devices, cluster = _where_to_run(args.cluster)
     say(f"placing {source} on {cluster or f'the {devices} local GPUs'}, measured for real")
     placed = os.path.join(args.out, f"{args.example}_placed")
-    result = tp.place(source, "auto", devices=devices, cluster=cluster, measure="real",
-                      out=placed, overwrite=True, cache=args.cache)
+    result = tp.place(source, "auto", tp.Target(devices=devices, cluster=cluster,
+                                                cache=args.cache),
+                      measure="real", out=placed, overwrite=True)
     outcome = result.outcome
     print(f"\nverdict: {outcome.verdict}")
     print("measured in turns, median step: " + ", ".join(

@@ -17,7 +17,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tf_placeto"
 # The data path, first to last: source graphs -> devices -> write-back -> measurement (the
 # simulator, runtimes that run placed graphs, the cost model, evaluation of placements for real,
 # profiling that builds and calibrates the cost model) -> placers -> learned policies -> the
-# method registry -> workloads -> the pipeline and Python API -> reports -> the command line.
+# method registry -> workloads and what a call asks for (settings) -> the pipeline and Python
+# API -> reports -> the command line.
 LAYERS = [
     ["tf_placeto.errors", "tf_placeto._quiet", "tf_placeto.exchange", "tf_placeto.files",
      "tf_placeto.records", "tf_placeto.cache", "tf_placeto.log", "tf_placeto._version"],
@@ -33,7 +34,7 @@ LAYERS = [
     ["tf_placeto.placers"],
     ["tf_placeto.policy"],
     ["tf_placeto.methods"],
-    ["tf_placeto.workload"],
+    ["tf_placeto.workload", "tf_placeto.settings"],
     ["tf_placeto.pipeline", "tf_placeto.api", "tf_placeto.functions",
      "tf_placeto.optimized_step", "tf_placeto.training_api", "tf_placeto.choices",
      "tf_placeto.frontend"],

@@ -40,7 +40,7 @@ def train_step(x, y, scale=1.0):
 x, y = tf.random.normal([16, 10], seed=1), tf.random.normal([16, 4], seed=2)
 out = {}
 step = placeto.optimize(train_step, (x, y), method=METHOD, measure=MEASURE, cache=CACHE,
-                        verbose=False, **OBJECTIVE)
+                        search=placeto.Search(**OBJECTIVE), verbose=False)
 out["devices"] = step.devices
 out["kept_as_written"] = step.placement is None
 placement = step.placement or {}
@@ -170,4 +170,4 @@ def test_unknown_method_and_measure_are_refused():
     with pytest.raises(placeto.PlacetoError, match="measure must be"):
         placeto.optimize(f, (tf.ones([2]),), measure="sometimes")
     with pytest.raises(placeto.PlacetoError, match="pass objective throughput"):
-        placeto.optimize(f, (tf.ones([2]),), stream=2)
+        placeto.optimize(f, (tf.ones([2]),), search=placeto.Search(stream=2))

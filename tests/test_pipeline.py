@@ -13,9 +13,9 @@ from tf_placeto.examples.probes import two_stage_model
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.evaluation.measurer import MeasureResult
 from tf_placeto.measure.evaluation.noise import ratio_interval
-from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.placers.run import PlacerResult
 from tf_placeto.pipeline import _faster_beyond_noise
+from tf_placeto.settings import Search, Target
 
 
 def _measured(label, low, median, high, status="ok", confidence=0.95, indistinct_from=()):
@@ -130,8 +130,7 @@ def test_the_fastest_is_written_only_if_it_wins_again_in_new_sessions(again, wri
                 for label, ratio in zip(labels, ratios)]
 
     monkeypatch.setattr(pipeline, "_measure", measured)
-    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), "metis",
-                           cache=str(tmp_path))
+    outcome = pipeline.run("examples:mlp", Target(devices="2", cache=str(tmp_path)), "metis")
     assert calls == [(["as written", "metis"], 1),
                      (["as written", "metis, again"], pipeline.CONFIRM_SESSIONS)]
     assert (outcome.placement is not None) == written
@@ -149,8 +148,8 @@ def test_simulated_only_keeps_the_placement_asked_for_unless_it_changes_nothing(
     """Without a real measurement, the method's placement is kept (the user asked for it)
     and the verdict says how its predicted step compares; one that runs every op where the
     graph as written does is not a placement to write."""
-    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), method,
-                           cache=str(tmp_path), measure=False)
+    outcome = pipeline.run("examples:mlp", Target(devices="2", cache=str(tmp_path)), method,
+                           measure=False)
     before, after = outcome.predicted
     assert outcome.measured is None and outcome.verdict.startswith("simulated only")
     if method == "single":
@@ -176,8 +175,8 @@ def test_simulated_only_auto_keeps_the_graph_as_written_when_it_ranks_first(monk
                             candidates=[as_written, split])
 
     monkeypatch.setattr(pipeline.Workload, "decide", ranked)
-    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), "auto",
-                           cache=str(tmp_path), measure=False)
+    outcome = pipeline.run("examples:mlp", Target(devices="2", cache=str(tmp_path)), "auto",
+                           measure=False)
     assert outcome.placement is None and "the best placement found runs" in outcome.verdict
     before, after = outcome.predicted
     assert after.step_time_s == before.step_time_s
@@ -187,9 +186,9 @@ def test_for_throughput_the_candidates_run_as_streams_for_real(tmp_path):
     """Under the throughput objective the graph as written and the candidate are timed as
     streams of the steps in flight, in turns, and logged with their steps in flight for the
     next refit."""
-    outcome = pipeline.run("examples:mlp", Runtime.local(DeviceSet.local(2)), "round_robin",
-                           cache=str(tmp_path), max_groups=8, objective="throughput",
-                           in_flight=2, measure_budget_s=5.0)
+    outcome = pipeline.run("examples:mlp", Target(devices="2", cache=str(tmp_path)),
+                           "round_robin", Search(max_groups=8, objective="throughput", stream=2),
+                           measure_budget_s=5.0)
     assert [r.stream for r in outcome.measured] == [2, 2]
     assert all(r.status == "ok" and r.steps_per_s > 0 for r in outcome.measured)
     assert [r.stream for r in outcome.predicted] == [2, 2]
@@ -210,8 +209,8 @@ def test_when_no_split_can_help_the_verdict_names_the_profiles_bound(tmp_path):
     the graph as written says so, not only what was measured. On two devices of one process
     no second task is involved, so no split cost is named."""
     chain = two_stage_model(str(tmp_path / "chain"), size=256, chain=4)
-    outcome = pipeline.run(chain, Runtime.local(DeviceSet.local(2)), "round_robin",
-                           cache=str(tmp_path / "profiles"), measure_budget_s=5.0)
+    outcome = pipeline.run(chain, Target(devices="2", cache=str(tmp_path / "profiles")),
+                           "round_robin", measure_budget_s=5.0)
     assert outcome.placement is None
     saving = outcome.limits["bound_saving"]
     assert 0.0 <= saving < 0.15 and set(outcome.limits) == {"bound_saving"}

@@ -232,12 +232,12 @@ def test_placing_one_signature_leaves_the_others_ops_alone(tmp_path):
     module = _TwoSignatures()
     source = str(tmp_path / "two_signatures")
     tf.saved_model.save(module, source, signatures={"a": module.a, "b": module.b})
-    graph = tp.import_graph(source, signature="a")
+    graph = tp.import_graph(tp.Source(source, signature="a"))
     result = tp.apply_placement(graph, {op.name: CPU1 for op in graph.ops if op.type == "Sin"},
                                 str(tmp_path / "placed"))
     assert len(result.placement) == 1
-    placed_a = tp.import_graph(str(tmp_path / "placed"), signature="a")
-    placed_b = tp.import_graph(str(tmp_path / "placed"), signature="b")
+    placed_a = tp.import_graph(tp.Source(str(tmp_path / "placed"), signature="a"))
+    placed_b = tp.import_graph(tp.Source(str(tmp_path / "placed"), signature="b"))
     assert [op.requested_device for op in placed_a.ops if op.type == "Sin"] == [CPU1]
     assert [op.requested_device for op in placed_b.ops if op.type == "Sin"] == [""]
 

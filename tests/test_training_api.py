@@ -15,7 +15,7 @@ def test_train_from_python_exports_a_policy_and_says_what_it_did(mlp_model, smal
     plan = tp.TrainingPlan(graphs=[mlp_model], counts=[2], out=out, max_groups=6, steps=1,
                            episodes=2)
     with caplog.at_level(logging.INFO, logger="tf_placeto"):
-        result = tp.train(plan, devices="2", cache=small_profiles)
+        result = tp.train(plan, tp.Target(devices="2", cache=small_profiles))
     assert os.path.isfile(os.path.join(result.policy, "saved_model.pb"))
     assert (result.problems, result.starts) == (1, ["random"])
     [row] = result.log["iterations"]

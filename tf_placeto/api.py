@@ -1,6 +1,10 @@
-"""The Python entry points: import a graph, group it, apply a placement.
+"""The Python entry points: import a graph, group it, apply a placement, profile, measure,
+simulate and place.
 
-Each is the same code path as the matching `tf-placeto` command.
+Each is the same code path as the matching `tf-placeto` command. What travels together is a
+value object: the model and which of its graphs (graph.sources.Source), where it runs
+(settings.Target), how the placers search (settings.Search), how real runs are timed
+(measure.evaluation.interleaved.Timing).
 """
 
 from __future__ import annotations
@@ -10,41 +14,37 @@ import dataclasses
 import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_placeto import pipeline
+from tf_placeto import methods, pipeline
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
-from tf_placeto.graph.sources import load_source, source_path
+from tf_placeto.graph.sources import Source, load_source
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.costs.costmodel import graph_profile_directory
-from tf_placeto.measure.evaluation.interleaved import measure_interleaved
+from tf_placeto.measure.evaluation.interleaved import Timing, measure_interleaved
 from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiling.profiler import Profile
 from tf_placeto.measure.profiling.profiler import (cached_profile, measure_profile,
                                                profile as profile_graph)
-from tf_placeto.measure.runtimes.runtime import open_runtime, planned_runtime
 from tf_placeto.measure.evaluation.trace import simulated_trace, write_trace, write_traces
 from tf_placeto.pipeline import Outcome, summary_of
 from tf_placeto.placement import Placement
-from tf_placeto.placers.problem import objective_and_in_flight
 from tf_placeto.rewrite import (check_output_path, check_placement_path, placed_proto,
                                 write_placed)
-from tf_placeto.workload import MemoryLimit
+from tf_placeto.settings import Search, Target
 
 
-def import_graph(source, *example_args, signature: Optional[str] = None,
-                 tag_set: Optional[str] = None) -> OpGraph:
+def import_graph(source, *example_args) -> OpGraph:
     """The op graph of `source`, with function bodies inlined.
 
     source: a SavedModel directory, a GraphDef/MetaGraphDef file (.pb or .pbtxt),
     "examples:NAME", a tf.function (traced with `example_args`), a ConcreteFunction, a
-    GraphDef or a MetaGraphDef. signature: which SavedModel signature (default:
-    serving_default, or the only one). tag_set: which MetaGraph of a SavedModel, by its
-    comma-separated tags (default "serve", or the only one).
+    GraphDef or a MetaGraphDef; or a Source that also names a SavedModel's signature and
+    MetaGraph tag set (default: serving_default, or the only one; "serve", or the only one).
     """
-    return import_source(source, *example_args, signature=signature, tag_set=tag_set)
+    return import_source(source, *example_args)
 
 
 def group(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS, op_work=None) -> GroupGraph:
@@ -59,9 +59,8 @@ class ApplyResult:
     out: Optional[str]        # where it was written, if anywhere
 
 
-def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapping],
+def apply_placement(source: Union[str, Source, OpGraph, Any], placement: Union[str, Mapping],
                     out: Optional[str] = None, *, devices: Union[None, str, DeviceSet] = None,
-                    signature: Optional[str] = None, tag_set: Optional[str] = None,
                     overwrite: bool = False) -> ApplyResult:
     """Write `placement` into a copy of `source`; the source itself is never modified.
 
@@ -71,8 +70,7 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     only the placed proto is returned.
     """
     graph = source if isinstance(source, OpGraph) else None
-    loaded = graph.source if graph is not None else load_source(source, signature=signature,
-                                                                tag_set=tag_set)
+    loaded = graph.source if graph is not None else load_source(source)
     if out is not None:
         check_output_path(loaded.path, out, overwrite)
     if graph is None:
@@ -90,19 +88,19 @@ def apply_placement(source: Union[str, OpGraph, Any], placement: Union[str, Mapp
     return ApplyResult(placement=full, proto=proto, out=out)
 
 
-def profile(source, *, devices: Optional[str] = None, cluster: Optional[str] = None,
-            runs: int = 5, cache: Optional[str] = None,
-            calibration_runs: int = fitting.CALIBRATION_PLACEMENTS,
-            signature: Optional[str] = None, tag_set: Optional[str] = None) -> Profile:
-    """The cost model of `source` on the devices or cluster (see `place`): from the cache, or
-    measured now with `runs` traced runs and stored there, then the simulator calibrated on
-    `calibration_runs` placements timed for real (0: not calibrated)."""
-    graph = import_graph(source, signature=signature, tag_set=tag_set)
-    found = cached_profile(graph, *planned_runtime(devices, cluster), cache)
+def profile(source, target: Optional[Target] = None, *, runs: int = 5,
+            calibration_runs: int = fitting.CALIBRATION_PLACEMENTS) -> Profile:
+    """The cost model of `source` on `target` (default: this machine's devices): from the
+    target's cache, or measured now with `runs` traced runs and stored there, then the
+    simulator calibrated on `calibration_runs` placements timed for real (0: not
+    calibrated)."""
+    target = target or Target()
+    graph = import_graph(source)
+    found = cached_profile(graph, *target.planned(), target.cache)
     if found is not None:
         return found                    # a cached answer starts no workers
-    with open_runtime(devices, cluster) as runtime:
-        return measure_profile(graph, runtime, cache=cache, runs=runs,
+    with target.open() as runtime:
+        return measure_profile(graph, runtime, cache=target.cache, runs=runs,
                                calibration_runs=calibration_runs)
 
 
@@ -120,46 +118,35 @@ def calibration_report(calibration) -> str:
 
 
 def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (None,),
-                  labels: Optional[Sequence[str]] = None, *, devices: Optional[str] = None,
-                  cluster: Optional[str] = None, simulate: bool = False,
-                  repeats: Union[int, str] = "auto", warmup: int = 1, timeout_s: float = 600.0,
-                  budget_s: float = 60.0, cache: Optional[str] = None,
-                  signature: Optional[str] = None, tag_set: Optional[str] = None,
-                  trace: Optional[str] = None, stream: int = 0, sessions: int = 1) -> list:
+                  labels: Optional[Sequence[str]] = None, target: Optional[Target] = None, *,
+                  simulate: bool = False, timing: Optional[Timing] = None,
+                  trace: Optional[str] = None) -> list:
     """Step times of `source` under each placement (None: as written; a dict or a JSON
-    file of op -> device), as MeasureResults. For real, on the devices or cluster, the
-    placements are timed in turns (tf_placeto.measure.evaluation.interleaved): each median has an
-    interval, each placement its ratio to the first and the placements it cannot be told
-    apart from; `repeats` rounds, or "auto": until the intervals are narrow or `budget_s`
-    ends. With `simulate`, predicted from the profile (made first if none is cached). Every
-    placement is checked before any long work. trace: a directory that gets one step of each
-    placement as Chrome trace JSON, <label>.json (real: a traced run; simulated: its schedule).
-    stream: K > 0 runs K steps at once, as a server answers concurrent requests (for real:
-    threads over one session per placement), and each figure is seconds per step once the
-    stream is full, 1 / steps per second (MeasureResult.stream). sessions: for real, each
-    placement is loaded anew this many times, one set of sessions after the other, and their
-    rounds pooled (measure_interleaved: one session of a split can run slower than another
-    for as long as it is open)."""
-    if stream and trace:
+    file of op -> device), as MeasureResults, on `target` (default: this machine's devices).
+    For real, the placements are timed in turns by the rules of `timing`
+    (tf_placeto.measure.evaluation.interleaved): each median has an interval, each placement
+    its ratio to the first and the placements it cannot be told apart from. With `simulate`,
+    predicted from the profile (made first if none is cached). Every placement is checked
+    before any long work. trace: a directory that gets one step of each placement as Chrome
+    trace JSON, <label>.json (real: a traced run; simulated: its schedule). A stream
+    (timing.stream K > 0) runs K steps at once, as a server answers concurrent requests (for
+    real: threads over one session per placement), and each figure is seconds per step once
+    the stream is full, 1 / steps per second (MeasureResult.stream)."""
+    target, timing = target or Target(), timing or Timing()
+    if timing.stream and trace:
         raise InputError("a trace shows one step: leave out the stream to write traces")
-    if stream < 0:
-        raise InputError(f"stream must be a count of steps in flight, not {stream}")
-    if sessions < 1:
-        raise InputError(f"sessions must be a count of at least 1, not {sessions}")
-    with _checked_on_runtime(source, placements, devices, cluster, signature, tag_set) as (
+    with _checked_on_runtime(source, placements, target) as (
             graph, placements, runtime, device_set):
         if simulate:
-            model = profile_graph(graph, runtime, cache=cache).model
+            model = profile_graph(graph, runtime, cache=target.cache).model
             results = SimulatedMeasurer.from_profile(graph, model, device_set,
-                                                     schedule=bool(trace), stream=stream
+                                                     schedule=bool(trace), stream=timing.stream
                                                      ).evaluate(placements, labels=labels)
         else:
             directory = graph_profile_directory(graph, runtime.device_names,
-                                                runtime.fingerprint, cache)
-            results = measure_interleaved(graph, runtime, placements, labels, repeats=repeats,
-                                          warmup=warmup, timeout_s=timeout_s,
-                                          budget_s=budget_s, journal_dir=directory,
-                                          stream=stream, sessions=sessions)
+                                                runtime.fingerprint, target.cache)
+            results = measure_interleaved(graph, runtime, placements, labels,
+                                          journal_dir=directory, **timing.keywords())
             fitting.record(directory, graph, device_set, placements, results, "measure")
     if trace:
         write_traces(results, trace, graph, device_set.names)
@@ -168,16 +155,15 @@ def measure_steps(source, placements: Sequence[Union[None, str, Mapping]] = (Non
 
 @contextlib.contextmanager
 def _checked_on_runtime(source, placements: Sequence[Union[None, str, Mapping]],
-                        devices: Optional[str], cluster: Optional[str],
-                        signature: Optional[str], tag_set: Optional[str]):
+                        target: Target):
     """(graph, placements, runtime, its DeviceSet): the source imported, each placement (None:
     as written; a dict or a JSON file) read and checked against the graph and the devices
-    before any long work, on the runtime they ask for (open while the block runs)."""
+    before any long work, on the target's runtime (open while the block runs)."""
     placements = [Placement.from_json(p) if isinstance(p, str)
                   else None if p is None else Placement(p) for p in placements]
-    graph = import_graph(source, signature=signature, tag_set=tag_set)
+    graph = import_graph(source)
     named = {device for p in placements if p for device in p.values()}
-    with open_runtime(devices, cluster, named=named) as runtime:
+    with target.open(named=named) as runtime:
         device_set = DeviceSet.from_strings(runtime.device_names)
         for placement in placements:
             if placement:
@@ -207,15 +193,15 @@ class Simulation:
         return write_trace(simulated_trace(self.result.schedule, self.devices, self.graph), path)
 
 
-def simulate(source, placement: Union[None, str, Mapping] = None, *,
-             devices: Optional[str] = None, cluster: Optional[str] = None,
-             schedule: bool = False, cache: Optional[str] = None,
-             signature: Optional[str] = None, tag_set: Optional[str] = None) -> Simulation:
+def simulate(source, placement: Union[None, str, Mapping] = None,
+             target: Optional[Target] = None, *, schedule: bool = False) -> Simulation:
     """The predicted step of `source` under `placement` (None: the devices written in it),
-    from its profile on the devices or cluster (made first if none is cached)."""
-    with _checked_on_runtime(source, [placement], devices, cluster, signature, tag_set) as (
+    from its profile on `target` (default: this machine's devices; made first if none is
+    cached)."""
+    target = target or Target()
+    with _checked_on_runtime(source, [placement], target) as (
             graph, [placement], runtime, device_set):
-        model = profile_graph(graph, runtime, cache=cache).model
+        model = profile_graph(graph, runtime, cache=target.cache).model
     measurer = SimulatedMeasurer.from_profile(graph, model, device_set, schedule=schedule)
     [result] = measurer.evaluate([placement], labels=["placed" if placement else "as written"])
     return Simulation(graph, result, device_set.names,
@@ -284,52 +270,38 @@ def _measured_json(result) -> dict:
             "ratio_high": ratio.get("high")}
 
 
-def place(source, method: str = "auto", *, devices: Optional[str] = None,
-          cluster: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
-          memory_per_device: Optional[str] = None, seed: int = 0, measure: str = "real",
-          policy: Optional[str] = None, budget: Optional[int] = None,
-          placer_options: Optional[dict] = None, out: Optional[str] = None,
-          placement_out: Optional[str] = None,
-          overwrite: bool = False, signature: Optional[str] = None,
-          tag_set: Optional[str] = None, cache: Optional[str] = None,
-          objective: str = "latency", stream: Optional[int] = None) -> PlaceResult:
-    """Find a placement of `source` on the devices present and, optionally, write it.
+def place(source, method: str = "auto", target: Optional[Target] = None,
+          search: Optional[Search] = None, *, measure: str = "real", out: Optional[str] = None,
+          placement_out: Optional[str] = None, overwrite: bool = False) -> PlaceResult:
+    """Find a placement of `source` on `target` and, optionally, write it.
 
-    devices / cluster: where it runs (see `tf-placeto measure --help`); the graph is profiled
-    there (cached). method: "auto" (the shipped Placeto policy fine-tuned briefly and the
-    algorithmic placers, best simulated step wins) or a name of tf_placeto.methods.names().
-    measure: "real" times the step as written and the best few candidates for real, in turns,
-    and writes a placement only if it is faster than the graph as written beyond the noise
-    (otherwise nothing is written, and `placement` is None); "simulate" only predicts, and
-    writes the best simulated placement that puts some op elsewhere than the graph as
-    written. out: write the placed copy of SOURCE there; its placement goes beside it as
-    OUT.placement.json unless `placement_out` names another file, and is written first.
+    source: a path, "examples:NAME", or a Source naming a SavedModel's signature and tag set.
+    target: where it runs (default: this machine's devices), its memory per device and the
+    cache of its profiles (settings.Target); the graph is profiled there (cached). method:
+    "auto" (the shipped Placeto policy fine-tuned briefly and the algorithmic placers, best
+    simulated step wins) or a name of tf_placeto.methods.names(). search: the groups, the
+    seed, the objective ("latency", or "throughput" with steps in flight: what the placers
+    optimise, the simulator predicts and the real runs time) and the placers' options
+    (settings.Search). measure: "real" times the step as written and the best few candidates
+    for real, in turns, and writes a placement only if it is faster than the graph as written
+    beyond the noise (otherwise nothing is written, and `placement` is None); "simulate" only
+    predicts, and writes the best simulated placement that puts some op elsewhere than the
+    graph as written. out: write the placed copy of SOURCE there; its placement goes beside it
+    as OUT.placement.json unless `placement_out` names another file, and is written first.
     Both paths are checked before any work (rewrite.check_output_path,
     rewrite.check_placement_path); `overwrite` replaces only what tf-placeto writes.
-    policy, budget: for method "placeto", the trained policy (default: the shipped one) and
-    the iterations of fine-tuning.
-    placer_options: the other placers' options, by the names tf_placeto.methods gives them.
-    objective: "latency" (one step as short as possible) or "throughput" (the most steps per
-    second with `stream` steps in flight, default 4, as a server with concurrent requests):
-    what the placers optimise, the simulator predicts and the real runs time.
     Progress goes to the "tf_placeto" logger.
     """
     if measure not in ("real", "simulate"):
         raise InputError(f"measure must be 'real' or 'simulate', not {measure!r}")
-    objective, in_flight = objective_and_in_flight(objective, stream)
-    memory = MemoryLimit.parse(memory_per_device)
+    methods.spec(method)
+    source = Source.of(source)
     if out is not None:
-        check_output_path(source_path(source), out, overwrite)
+        check_output_path(source.path, out, overwrite)
     if out is not None or placement_out is not None:
         placement_out = placement_out or f"{out.rstrip(os.sep)}.placement.json"
-        check_placement_path(placement_out, source_path(source), overwrite, out)
-    with open_runtime(devices, cluster) as runtime:
-        outcome = pipeline.run(source, runtime, method, memory=memory, max_groups=max_groups,
-                               signature=signature, tag_set=tag_set, cache=cache, seed=seed,
-                               options={"policy": policy, "budget": budget,
-                                        **(placer_options or {})},
-                               measure=measure == "real", objective=objective,
-                               in_flight=in_flight)
+        check_placement_path(placement_out, source.path, overwrite, out)
+    outcome = pipeline.run(source, target, method, search, measure=measure == "real")
     if outcome.placement is None:
         out = placement_out = None
     if placement_out is not None:       # first: the search's result survives a failing OUT

@@ -22,14 +22,14 @@ import pandas as pd
 from tf_placeto import methods as placement_methods
 from tf_placeto.devices import DeviceSet
 from tf_placeto.errors import InputError, PlacetoError
-from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.measure.evaluation.interleaved import measure_interleaved
 from tf_placeto.measure.evaluation.measurer import RealMeasurer
-from tf_placeto.measure.runtimes.runtime import Runtime, open_runtime
+from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.placers.objectives import MODEL_SCORES
-from tf_placeto.placers.problem import IN_FLIGHT, objective_and_in_flight
+from tf_placeto.placers.problem import IN_FLIGHT
+from tf_placeto.settings import Search, Target
 from tf_placeto.workload import MemoryLimit, Workload, load_workload
 
 COLUMNS = ["graph", "devices", "method", "status", "step_s", "spread_s", "runs", "predicted_s",
@@ -81,40 +81,36 @@ def compare(workloads: Sequence[Workload], device_counts: Sequence[Optional[int]
     return table
 
 
-def compare_sources(graphs: Sequence[str], methods: Optional[Sequence[str]] = None, *,
-                    counts: Optional[Sequence[int]] = None, devices: Optional[str] = None,
-                    cluster: Optional[str] = None, simulate: bool = False, repeats: int = 5,
-                    measure_best: Optional[int] = None,
-                    memory_per_device: Optional[str] = None, link: Optional[str] = None,
-                    max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0,
-                    options: Optional[dict] = None, cache: Optional[str] = None,
-                    objective: str = "latency", stream: Optional[int] = None,
+def compare_sources(graphs: Sequence, methods: Optional[Sequence[str]] = None,
+                    target: Optional[Target] = None, search: Optional[Search] = None, *,
+                    counts: Optional[Sequence[int]] = None, simulate: bool = False,
+                    repeats: int = 5, measure_best: Optional[int] = None,
+                    link: Optional[str] = None,
                     progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
-    """`compare` from sources, as `tf-placeto compare` runs it: on the devices or cluster
-    (neither: local:2, two worker processes), every graph profiled there (cached), every
-    method (default all) on every device count (default: the runtime's; others need
-    `simulate`, with devices like the profiled ones, joined by `link` if given)."""
+    """`compare` from sources (paths, or graph.sources.Source), as `tf-placeto compare` runs
+    it: on `target` (neither devices nor a cluster: local:2, two worker processes), every
+    graph profiled there (cached), every method (default all) under `search` on every device
+    count (default: the runtime's; others need `simulate`, with devices like the profiled
+    ones, joined by `link` if given)."""
+    target, search = (target or Target()).or_cluster("local:2"), search or Search()
     methods = list(methods or placement_methods.names())
     for method in methods:
         placement_methods.spec(method)
-    placement_methods.check_options(options)
-    objective, in_flight = objective_and_in_flight(objective, stream)
-    memory = MemoryLimit.parse(memory_per_device)
     link = Link.parse(link) if link else None
     if link is not None and not simulate:
         raise InputError("--link describes simulated devices: pass --simulate")
-    with open_runtime(devices, cluster or (None if devices else "local:2")) as runtime:
+    with target.open() as runtime:
         counts = list(counts or [None])
         if not simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
             raise InputError(f"measuring for real uses the runtime's "
                              f"{len(runtime.device_names)} devices: pass --simulate for other "
                              "device counts")
-        workloads = [load_workload(graph, runtime, max_groups=max_groups, cache=cache)
-                     for graph in graphs]
+        workloads = [load_workload(graph, runtime, max_groups=search.max_groups,
+                                   cache=target.cache) for graph in graphs]
         real = None if simulate else RealRuns(runtime, repeats=repeats, best=measure_best)
-        return compare(workloads, counts, methods, memory=memory, real=real, seed=seed,
-                       progress=progress, options=options, link=link, objective=objective,
-                       in_flight=in_flight)
+        return compare(workloads, counts, methods, memory=target.memory, real=real,
+                       seed=search.seed, progress=progress, options=dict(search.options),
+                       link=link, objective=search.objective, in_flight=search.in_flight)
 
 
 def _rows_for(workload, problem, methods, real, seed, progress, options, decided) -> list:

@@ -32,11 +32,9 @@ from tf_placeto import methods, pipeline
 from tf_placeto.devices import canonical_device
 from tf_placeto.errors import DeviceError, InputError
 from tf_placeto.functions import PlacedStep, export_step, flat_tensor_arguments
-from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.log import progress_to
-from tf_placeto.measure.runtimes.runtime import open_runtime
 from tf_placeto.placement import Placement
-from tf_placeto.placers.problem import objective_and_in_flight
+from tf_placeto.settings import Search, Target
 from tf_placeto.workload import MemoryLimit
 
 log = logging.getLogger(__name__)
@@ -148,29 +146,25 @@ def _shapes(args, kwargs) -> tuple:
 
 def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dict] = None, *,
              devices: Union[None, int, Sequence[str]] = None, method: str = "auto",
-             budget: Optional[int] = None, policy: Optional[str] = None,
-             placer_options: Optional[dict] = None,
-             measure: str = "auto", memory_per_device: Optional[str] = None,
-             max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, cache: Optional[str] = None,
-             objective: str = "latency", stream: Optional[int] = None,
+             search: Optional[Search] = None, measure: str = "auto",
+             memory_per_device: Optional[str] = None, cache: Optional[str] = None,
              verbose: bool = True) -> OptimizedStep:
     """Place `function` (a tf.function, traced with the example arguments) on `devices`.
 
     devices: None (this process's GPUs, else its logical CPUs), a count, or device names.
-    method: "auto" or a name of tf_placeto.methods.names(); budget, policy: Placeto's
-    fine-tuning iterations and trained policy; placer_options: the other placers' options
-    (by their names in tf_placeto.methods.options()). measure: "real" runs the step as
-    written and the best placements on the devices (on a copy of the variables) and keeps a
-    placement only if it is faster beyond the noise, "simulate" predicts both from the
+    method: "auto" or a name of tf_placeto.methods.names(). search: the groups, the seed,
+    the objective ("latency", or "throughput": the most steps per second with calls in
+    flight, as a server or an input pipeline keeps them) and the placers' options, such as
+    Placeto's fine-tuning budget and policy (settings.Search). measure: "real" runs the step
+    as written and the best placements on the devices (on a copy of the variables) and keeps
+    a placement only if it is faster beyond the noise, "simulate" predicts both from the
     profile and keeps the best predicted placement, "auto" measures for real when all
-    devices are in this process. objective: "latency" (one step as short as possible) or
-    "throughput" (the most steps per second with `stream` calls in flight, default 4, as a
-    server or an input pipeline keeps them): what is optimised, predicted and timed.
+    devices are in this process. memory_per_device, cache: as settings.Target has them.
     """
     if measure not in MEASURE_MODES:
         raise InputError(f"measure must be one of {', '.join(MEASURE_MODES)}, not {measure!r}")
-    objective, in_flight = objective_and_in_flight(objective, stream)
     methods.spec(method)
+    MemoryLimit.parse(memory_per_device)
     with _progress_on_stderr(verbose):
         concrete = _concrete_function(function, example_args, example_kwargs or {})
         profiled_on, count = resolve_devices(devices)
@@ -182,14 +176,11 @@ def optimize(function, example_args: Sequence = (), example_kwargs: Optional[dic
         try:
             step_model = os.path.join(export_dir, "step")
             pins = export_step(concrete, step_model)
-            with open_runtime(devices=",".join(profiled_on)) as runtime:
-                outcome = pipeline.run(
-                    step_model, runtime, method, n_devices=None if present else count,
-                    memory=MemoryLimit.parse(memory_per_device), pins=pins,
-                    max_groups=max_groups, cache=cache, seed=seed,
-                    options={"policy": policy, "budget": budget, **(placer_options or {})},
-                    measure=present and measure != "simulate", objective=objective,
-                    in_flight=in_flight)
+            target = Target(devices=",".join(profiled_on),
+                            memory_per_device=memory_per_device, cache=cache)
+            outcome = pipeline.run(step_model, target, method, search,
+                                   measure=present and measure != "simulate", pins=pins,
+                                   n_devices=None if present else count)
         finally:
             shutil.rmtree(export_dir, ignore_errors=True)
         if outcome.verdict:

@@ -23,7 +23,6 @@ import numpy as np
 
 from tf_placeto.devices import DeviceSet, canonical_device
 from tf_placeto.errors import DeviceError
-from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.evaluation.interleaved import measure_interleaved
 from tf_placeto.measure.evaluation.measurer import (SimulatedMeasurer, device_indices,
@@ -32,9 +31,10 @@ from tf_placeto.measure.evaluation.noise import CONFIDENCE, rounds_for
 from tf_placeto.measure.runtimes.runner import OK
 from tf_placeto.measure.runtimes.runtime import Runtime
 from tf_placeto.placement import Placement
-from tf_placeto.placers.problem import IN_FLIGHT, PlacementProblem
+from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.run import PlacerResult
-from tf_placeto.workload import MemoryLimit, Workload, load_workload
+from tf_placeto.settings import Search, Target
+from tf_placeto.workload import Workload, load_workload
 
 log = logging.getLogger(__name__)
 
@@ -98,15 +98,13 @@ class Outcome:
         return [self.measured[0], after]
 
 
-def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[int] = None,
-        memory: Optional[MemoryLimit] = None, pins: Optional[Mapping[str, str]] = None,
-        max_groups: int = DEFAULT_MAX_GROUPS, signature: Optional[str] = None,
-        tag_set: Optional[str] = None, cache: Optional[str] = None, seed: int = 0,
-        options: Optional[dict] = None, measure: bool = True,
-        measure_budget_s: float = MEASURE_BUDGET_S, objective: str = "latency",
-        in_flight: int = IN_FLIGHT) -> Outcome:
-    """Place `source` with `method` on the devices of `runtime` (or on `n_devices` devices
-    like them, simulated) and predict the step as written and as placed. With `measure`, the
+def run(source, target: Optional[Target] = None, method: str = "auto",
+        search: Optional[Search] = None, *, measure: bool = True,
+        pins: Optional[Mapping[str, str]] = None, n_devices: Optional[int] = None,
+        measure_budget_s: float = MEASURE_BUDGET_S) -> Outcome:
+    """Place `source` (a path, or a graph.sources.Source) with `method` on the devices of
+    `target` (default: this machine's), or on `n_devices` devices like them, simulated, and
+    predict the step as written and as placed. With `measure`, the
     best few decisions by simulation (method auto: from different placers) and the graph as
     written are timed for real, in turns (tf_placeto.measure.evaluation.interleaved), and a
     decision is kept only if it is faster than the graph as written beyond the noise: the
@@ -119,19 +117,28 @@ def run(source, runtime: Runtime, method: str = "auto", *, n_devices: Optional[i
     long as it is open (docs/results/sessions.md, "One session is one draw"), which no
     interval over the rounds of one session sees.
 
-    pins: {op name: device} for ops that must stay where they are (a tf.function's variables
-    live on their caller's devices). options: the placers' options (methods' option names).
-    objective: "latency" (one step) or "throughput" (`in_flight` steps at once): what the
-    placers optimise, the simulator predicts and the real runs time.
+    search: the groups, seed, objective and placer options (settings.Search); under the
+    throughput objective the placers optimise, the simulator predicts and the real runs time
+    a stream of steps in flight. pins: {op name: device} for ops that must stay where they
+    are (a tf.function's variables live on their caller's devices).
     """
-    workload = load_workload(source, runtime, max_groups=max_groups, signature=signature,
-                             tag_set=tag_set, cache=cache)
-    problem = workload.problem(n_devices, memory).with_objective(objective, in_flight)
-    if pins:
-        problem = _pinned(problem, workload, pins)
+    target, search = target or Target(), search or Search()
+    with target.open() as runtime:
+        workload = load_workload(source, runtime, max_groups=search.max_groups,
+                                 cache=target.cache)
+        problem = workload.problem(n_devices, target.memory).with_objective(
+            search.objective, search.in_flight)
+        if pins:
+            problem = _pinned(problem, workload, pins)
+        return _placed(workload, problem, runtime, method, search, measure, measure_budget_s)
+
+
+def _placed(workload: Workload, problem: PlacementProblem, runtime: Runtime, method: str,
+            search: Search, measure: bool, measure_budget_s: float) -> Outcome:
+    """The outcome of placing `problem` on `runtime` (see `run`)."""
     log.info("placing %d groups on %d devices with %s", len(workload.groups),
              problem.n_devices, method)
-    decided = workload.decide(method, problem, seed=seed, options=options)
+    decided = workload.decide(method, problem, seed=search.seed, options=dict(search.options))
     placed = [(decision, Placement(problem.placement(decision.group_devices)))
               for decision in _distinct(decided.candidates or [decided])]
     changing = [pair for pair in placed if _changes_something(workload, problem, pair[1])]

@@ -22,11 +22,11 @@ from tf_placeto.errors import InputError
 from tf_placeto.examples import registry
 from tf_placeto.log import progress
 from tf_placeto.measure.costs.costmodel import Link
-from tf_placeto.measure.runtimes.runtime import open_runtime
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
 from tf_placeto.policy.starts import best_known, initial_placement
+from tf_placeto.settings import Target
 from tf_placeto.workload import load_workload
 
 log = logging.getLogger(__name__)
@@ -77,26 +77,25 @@ class TrainingResult:
         return iterations_by_setting(self.log["iterations"])
 
 
-def train(plan: TrainingPlan, *, devices: Optional[str] = None, cluster: Optional[str] = None,
-          cache: Optional[str] = None) -> TrainingResult:
+def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult:
     """Train the Placeto policy as `plan` says, into plan.out, and export it.
 
-    devices / cluster: where the graphs are profiled and, with plan.real_steps, measured
-    (default: local:2, two worker processes of this machine). cache: where profiles are
-    kept. Bad input is refused before any runtime starts."""
+    target: where the graphs are profiled (its cache keeps the profiles) and, with
+    plan.real_steps, measured (neither devices nor a cluster: local:2, two worker processes
+    of this machine). Bad input is refused before any runtime starts."""
     _check(plan)
+    target = (target or Target()).or_cluster("local:2")
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
     with contextlib.ExitStack() as stack:
-        runtime = stack.enter_context(open_runtime(
-            devices, cluster or (None if devices else "local:2")))
+        runtime = stack.enter_context(target.open())
         if len(runtime.device_names) < 2 and plan.real_steps:
             raise InputError("--real-steps measures on the runtime's devices: give a runtime "
                              "with at least 2 (--cluster local:2, --devices 2)")
         problems, measurable, labels = training_problems(
             plan.graphs, plan.counts, runtime, members=plan.members, links=plan.links,
-            on_runtime=bool(plan.real_steps), max_groups=plan.max_groups, cache=cache)
+            on_runtime=bool(plan.real_steps), max_groups=plan.max_groups, cache=target.cache)
         if not plan.real_steps:
             stack.close()       # the runtime is needed again only to measure
         log.info("writing the checkpoints, the log and the policy to %s", plan.out)

@@ -21,6 +21,7 @@ from tf_placeto.examples import registry
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS, GroupGraph, group_ops
 from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
+from tf_placeto.graph.sources import Source
 from tf_placeto.measure.costs.costmodel import CostModel
 from tf_placeto.measure.profiling.profiler import profile
 from tf_placeto.placers.problem import PlacementProblem
@@ -93,11 +94,11 @@ class Workload:
         return problem
 
 
-def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
-                  signature: Optional[str] = None, tag_set: Optional[str] = None,
+def load_workload(source, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
                   cache: Optional[str] = None) -> Workload:
-    """Import, group and profile `source` on `runtime` (a tf_placeto.measure.runtimes.runtime.Runtime)."""
-    graph = import_source(source, signature=signature, tag_set=tag_set)
+    """Import, group and profile `source` (a path, or a graph.sources.Source naming its
+    signature and tag set) on `runtime` (a tf_placeto.measure.runtimes.runtime.Runtime)."""
+    graph = import_source(source)
     groups = group_ops(graph, max_groups=max_groups)
     profiled = profile(graph, runtime, cache=cache)
     return Workload(name=str(source), graph=graph, groups=groups, cost_model=profiled.model,
@@ -108,6 +109,7 @@ def load_workload(source: str, runtime, *, max_groups: int = DEFAULT_MAX_GROUPS,
 def _expert_layers(source) -> tuple:
     """The bundled examples know their layers (tf_placeto.examples.registry); other graphs:
     none."""
-    if isinstance(source, str) and source.startswith("examples:"):
-        return registry.get(source[len("examples:"):]).expert_layers
+    model = Source.of(source).model
+    if isinstance(model, str) and model.startswith("examples:"):
+        return registry.get(model[len("examples:"):]).expert_layers
     return ()

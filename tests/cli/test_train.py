@@ -60,12 +60,12 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monkeypatch):
     """Said before any runtime opens (a cluster would start and warm its links first)."""
-    from tf_placeto import training_api
+    from tf_placeto import settings
 
     def no_runtime(*_, **__):
         raise AssertionError("a runtime opened before the input was checked")
 
-    monkeypatch.setattr(training_api, "open_runtime", no_runtime)
+    monkeypatch.setattr(settings, "open_runtime", no_runtime)
     code, error = cli_here("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"),
                            *args)
     assert code == 2 and message in error, error

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import REPO
 from tf_placeto.api import apply_placement, import_graph
 from tf_placeto.errors import SourceError
-from tf_placeto.graph.sources import load_source, source_path
+from tf_placeto.graph.sources import Source, load_source, source_path
 from tf_placeto.measure.runtimes.runner import run_traced
 
 
@@ -23,7 +23,7 @@ def test_the_serve_tag_set_is_the_default(two_tag_sets_model):
 
 def test_a_tag_set_picks_its_metagraph_in_any_order(two_tag_sets_model):
     for tag_set in ("train,gpu", "gpu, train"):
-        source = load_source(two_tag_sets_model, tag_set=tag_set)
+        source = load_source(Source(two_tag_sets_model, tag_set=tag_set))
         assert source.fetches == ["y:0"]
         assert "z" not in {node.name for node in source.graph_def.node}
 
@@ -31,26 +31,26 @@ def test_a_tag_set_picks_its_metagraph_in_any_order(two_tag_sets_model):
 def test_a_missing_tag_set_lists_those_there_are(two_tag_sets_model):
     with pytest.raises(SourceError, match=r"no MetaGraph with the tag set 'eval' \(tag sets: "
                                           r"train,gpu; serve\); choose one with --tag-set"):
-        load_source(two_tag_sets_model, tag_set="eval")
+        load_source(Source(two_tag_sets_model, tag_set="eval"))
 
 
 def test_a_graphdef_has_no_tag_sets(two_tag_sets_model):
     with pytest.raises(SourceError, match="has no tag sets"):
-        load_source(load_source(two_tag_sets_model).graph_def, tag_set="serve")
+        load_source(Source(load_source(two_tag_sets_model).graph_def, tag_set="serve"))
 
 
 def test_the_placement_is_written_into_the_chosen_metagraph_and_runs(two_tag_sets_model,
                                                                       tmp_path):
-    graph = import_graph(two_tag_sets_model, tag_set="train,gpu")
+    graph = import_graph(Source(two_tag_sets_model, tag_set="train,gpu"))
     out = str(tmp_path / "placed")
     apply_placement(graph, {"y": "/device:CPU:1"}, out, devices="/device:CPU:0,/device:CPU:1")
-    placed = load_source(out, tag_set="train,gpu")
+    placed = load_source(Source(out, tag_set="train,gpu"))
     assert {n.name: n.device for n in placed.graph_def.node}["y"] == "/device:CPU:1"
     assert load_source(out).graph_def == load_source(two_tag_sets_model).graph_def  # serve
-    ran = run_traced(out, tag_set="train,gpu")
+    ran = run_traced(Source(out, tag_set="train,gpu"))
     assert ran.node_devices["y"].endswith("CPU:1")
-    np.testing.assert_allclose(ran.outputs["y"],
-                               run_traced(two_tag_sets_model, tag_set="train,gpu").outputs["y"])
+    original = run_traced(Source(two_tag_sets_model, tag_set="train,gpu"))
+    np.testing.assert_allclose(ran.outputs["y"], original.outputs["y"])
 
 
 def test_where_a_source_is_read_from_is_known_without_reading_it(two_tag_sets_model, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tf_placeto import api
-from tf_placeto.cli.common import EXIT_OK, OVERWRITE_HELP, source_arguments
+from tf_placeto.cli.common import EXIT_OK, OVERWRITE_HELP, source_arguments, source_of
 
 
 def add_parser(subparsers) -> None:
@@ -24,9 +24,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = api.apply_placement(args.source, args.placement, args.out, devices=args.devices,
-                                 signature=args.signature, tag_set=args.tag_set,
-                                 overwrite=args.overwrite)
+    result = api.apply_placement(source_of(args), args.placement, args.out,
+                                 devices=args.devices, overwrite=args.overwrite)
     counts = Counter(result.placement.values())
     spread = ", ".join(f"{device} ({n} ops)" for device, n in sorted(counts.items()))
     print(f"wrote {args.out}: {len(result.placement)} ops placed on {spread}")

@@ -11,6 +11,8 @@ from typing import Optional
 from tf_placeto import choices
 from tf_placeto.errors import MeasurementError
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
+from tf_placeto.graph.sources import Source
+from tf_placeto.settings import Search, Target
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Timeouts and time budgets: a month is longer than any run is waited for or timed, and a
@@ -135,6 +137,25 @@ def link_argument(parser, several: bool = False) -> None:
 def placer_options(args) -> dict:
     """The placer options given on the command line, by their names (choices.placer_options)."""
     return {option.name: getattr(args, option.name) for _, option in choices.placer_options()}
+
+
+def source_of(args) -> Source:
+    """SOURCE and the graph of it chosen by --signature and --tag-set (source_arguments)."""
+    return Source(args.source, signature=args.signature, tag_set=args.tag_set)
+
+
+def target_of(args) -> Target:
+    """Where the command runs (runtime_arguments), with --memory-per-device and --cache where
+    the command takes them."""
+    return Target(devices=args.devices, cluster=args.cluster,
+                  memory_per_device=getattr(args, "memory_per_device", None),
+                  cache=getattr(args, "cache", None))
+
+
+def search_of(args) -> Search:
+    """How the placers search (placing_arguments)."""
+    return Search(max_groups=args.max_groups, seed=args.seed, objective=args.objective,
+                  stream=args.stream, options=placer_options(args))
 
 
 def check_placing(args) -> None:

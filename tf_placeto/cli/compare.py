@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tf_placeto import choices, plots
 from tf_placeto.cli.common import (check_placing, count, device_count, link_argument,
-                                   measured_something, placer_options, placing_arguments,
-                                   runtime_arguments)
+                                   measured_something, placing_arguments, runtime_arguments,
+                                   search_of, target_of)
 from tf_placeto.compare import compare_sources, printable
 from tf_placeto.frontend import check_output_file, progress, write_atomically
 from tf_placeto.graph.sources import source_path
@@ -55,14 +55,10 @@ def run(args) -> int:
             bar.set_description(message[:60])
             if "for real" not in message:
                 bar.update(1)
-        table = compare_sources(args.graphs, compared, counts=args.counts, devices=args.devices,
-                                cluster=args.cluster, simulate=args.simulate,
+        table = compare_sources(args.graphs, compared, target_of(args), search_of(args),
+                                counts=args.counts, simulate=args.simulate,
                                 repeats=args.repeats, measure_best=args.measure_best,
-                                memory_per_device=args.memory_per_device, link=args.link,
-                                max_groups=args.max_groups, seed=args.seed,
-                                options=placer_options(args), cache=args.cache,
-                                objective=args.objective, stream=args.stream,
-                                progress=advanced)
+                                link=args.link, progress=advanced)
     if args.csv:
         write_atomically(args.csv, lambda file: table.to_csv(file, index=False))
     if args.plot:

@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 
 from tf_placeto import api
-from tf_placeto.cli.common import EXIT_OK, count, source_arguments
+from tf_placeto.cli.common import EXIT_OK, count, source_arguments, source_of
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 
 
@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    graph = api.import_graph(args.source, signature=args.signature, tag_set=args.tag_set)
+    graph = api.import_graph(source_of(args))
     groups = api.group(graph, max_groups=args.max_groups)
     if args.json:
         json.dump(_as_json(graph, groups), sys.stdout)

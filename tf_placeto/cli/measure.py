@@ -9,8 +9,9 @@ import pandas as pd
 
 from tf_placeto import api
 from tf_placeto.cli.common import (count, measured_something, runtime_arguments, seconds,
-                                   source_arguments, steps_in_flight)
+                                   source_arguments, source_of, steps_in_flight, target_of)
 from tf_placeto.frontend import check_output_folder
+from tf_placeto.measure.evaluation.interleaved import Timing
 from tf_placeto.graph.sources import source_path
 
 
@@ -65,14 +66,11 @@ def _repeats(text: str):
 def run(args) -> int:
     if args.trace:
         check_output_folder(args.trace, "--trace", keep_out_of=[source_path(args.source)])
-    results = api.measure_steps(args.source, args.placement or [None],
-                                labels=args.placement or ["as written"], devices=args.devices,
-                                cluster=args.cluster, simulate=args.simulate,
-                                repeats=args.repeats, warmup=args.warmup,
-                                timeout_s=args.timeout, budget_s=args.time_budget,
-                                cache=args.cache,
-                                signature=args.signature, tag_set=args.tag_set, trace=args.trace,
-                                stream=args.stream, sessions=args.sessions)
+    timing = Timing(repeats=args.repeats, warmup=args.warmup, timeout_s=args.timeout,
+                    budget_s=args.time_budget, stream=args.stream, sessions=args.sessions)
+    results = api.measure_steps(source_of(args), args.placement or [None],
+                                args.placement or ["as written"], target_of(args),
+                                simulate=args.simulate, timing=timing, trace=args.trace)
     if args.json:
         print(json.dumps([{**r.to_json(), **({"steps_per_s": r.steps_per_s}
                                               if r.steps_per_s else {})} for r in results]))

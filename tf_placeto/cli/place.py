@@ -7,8 +7,9 @@ import json
 import pandas as pd
 
 from tf_placeto import api
-from tf_placeto.cli.common import (EXIT_OK, OVERWRITE_HELP, check_placing, placer_options,
-                                   placing_arguments, runtime_arguments, source_arguments)
+from tf_placeto.cli.common import (EXIT_OK, OVERWRITE_HELP, check_placing, placing_arguments,
+                                   runtime_arguments, search_of, source_arguments, source_of,
+                                   target_of)
 
 
 def add_parser(subparsers) -> None:
@@ -35,13 +36,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     check_placing(args)
-    result = api.place(args.source, args.method, devices=args.devices, cluster=args.cluster,
-                       max_groups=args.max_groups, memory_per_device=args.memory_per_device,
-                       seed=args.seed, measure="simulate" if args.simulate else "real",
-                       placer_options=placer_options(args),
-                       out=args.out, placement_out=args.placement_out, overwrite=args.overwrite,
-                       signature=args.signature, tag_set=args.tag_set, cache=args.cache,
-                       objective=args.objective, stream=args.stream)
+    result = api.place(source_of(args), args.method, target_of(args), search_of(args),
+                       measure="simulate" if args.simulate else "real", out=args.out,
+                       placement_out=args.placement_out, overwrite=args.overwrite)
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))

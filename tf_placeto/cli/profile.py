@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from tf_placeto import api, choices
-from tf_placeto.cli.common import EXIT_OK, count, runtime_arguments, source_arguments
+from tf_placeto.cli.common import (EXIT_OK, count, runtime_arguments, source_arguments,
+                                   source_of, target_of)
 
 
 def add_parser(subparsers) -> None:
@@ -27,9 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = api.profile(args.source, devices=args.devices, cluster=args.cluster,
-                         runs=args.runs, cache=args.cache, calibration_runs=args.calibrate,
-                         signature=args.signature, tag_set=args.tag_set)
+    result = api.profile(source_of(args), target_of(args), runs=args.runs,
+                         calibration_runs=args.calibrate)
     summary = {"directory": result.directory, "cached": result.cached,
                **result.model.summary()}
     if args.json:

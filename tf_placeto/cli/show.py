@@ -7,7 +7,8 @@ import json
 import pandas as pd
 
 from tf_placeto import api, plots
-from tf_placeto.cli.common import EXIT_OK, runtime_arguments, source_arguments
+from tf_placeto.cli.common import (EXIT_OK, runtime_arguments, source_arguments, source_of,
+                                   target_of)
 from tf_placeto.frontend import check_output_file, check_output_folder
 from tf_placeto.graph.sources import source_path
 
@@ -40,9 +41,8 @@ def run(args) -> int:
         check_output_file(args.trace, "--trace", keep_out_of=source)
     if args.tensorboard:
         check_output_folder(args.tensorboard, "--tensorboard", keep_out_of=source)
-    simulation = api.simulate(args.source, args.placement, devices=args.devices,
-                              cluster=args.cluster, schedule=bool(args.gantt or args.trace),
-                              cache=args.cache, signature=args.signature, tag_set=args.tag_set)
+    simulation = api.simulate(source_of(args), args.placement, target_of(args),
+                              schedule=bool(args.gantt or args.trace))
     result = simulation.result
     ops_on = simulation.ops_per_device()
     summary = {"source": args.source, "placement": args.placement or "as written",

@@ -8,7 +8,7 @@ import numpy as np
 
 from tf_placeto import choices, plots
 from tf_placeto.cli.common import (EXIT_OK, count, device_count, link_argument,
-                                   runtime_arguments, seconds)
+                                   runtime_arguments, seconds, target_of)
 from tf_placeto.training_api import TrainingPlan, train
 
 
@@ -103,7 +103,7 @@ def run(args) -> int:
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, real_steps=args.real_steps,
         algorithm=args.algorithm, warm_start=args.warm_start, starts=args.start,
-        seed=args.seed), devices=args.devices, cluster=args.cluster, cache=args.cache)
+        seed=args.seed), target_of(args))
     imitation, history = result.log["imitation"], result.log["iterations"]
     if imitation:
         print(f"after {len(imitation)} epochs of imitation, the policy's likeliest "

@@ -40,10 +40,10 @@ def called_functions(node) -> list:
                          else [f.name for f in attr.list.func])]
 
 
-def import_source(source, *example_args, **load_options) -> OpGraph:
-    """The op graph of anything `load_source` takes (its options: the signature, the tag
+def import_source(source, *example_args) -> OpGraph:
+    """The op graph of anything `load_source` takes (a Source names the signature and the tag
     set), with function bodies inlined."""
-    loaded = load_source(source, *example_args, **load_options)
+    loaded = load_source(source, *example_args)
     return import_graph_def(loaded.graph_def, loaded.fetches, source=loaded)
 
 

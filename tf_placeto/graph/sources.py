@@ -23,8 +23,38 @@ DEFAULT_SIGNATURE = "serving_default"
 DEFAULT_TAG_SET = "serve"        # as saved_model_cli: tf.saved_model.save writes only this one
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Source:
+    """What a user names as SOURCE: the model, and which of its graphs is meant (a
+    SavedModel's signature and the tags of its MetaGraph). It travels whole from the command
+    line or the Python call to the loader, so nothing between threads the two choices.
+
+    model: a SavedModel directory, a GraphDef or MetaGraphDef file, "examples:NAME", a
+    tf.function, a ConcreteFunction, a GraphDef or a MetaGraphDef proto. signature: default
+    serving_default, or the only one. tag_set: comma-separated tags, as saved_model_cli names
+    them (default "serve", or the only MetaGraph there is).
+    """
+
+    model: Any
+    signature: Optional[str] = None
+    tag_set: Optional[str] = None
+
+    @classmethod
+    def of(cls, source) -> "Source":
+        """`source` itself, or a plain model (a path, a function, a proto) with the defaults."""
+        return source if isinstance(source, (cls, LoadedSource)) else cls(source)
+
+    @property
+    def path(self) -> Optional[str]:
+        """The file or SavedModel directory it is read from (None for objects in memory)."""
+        return source_path(self.model)
+
+    def __str__(self) -> str:
+        return str(self.model)
+
+
+@dataclasses.dataclass
+class LoadedSource:
     """A loaded SOURCE: the protos, and what the step fetches.
 
     kind: "saved_model", "graph_def", "meta_graph_def" or "function".
@@ -56,34 +86,32 @@ class Source:
         return f"{self.kind.replace('_', ' ')} {where}{sig}"
 
 
-def load_source(source, *example_args, signature: Optional[str] = None,
-                tag_set: Optional[str] = None) -> Source:
-    """Read anything tf_placeto accepts as a SOURCE (see module doc).
-
-    tag_set: which MetaGraph of a SavedModel, by its comma-separated tags as saved_model_cli
-    names it (default "serve", or the only MetaGraph there is).
-    """
-    if isinstance(source, Source):
+def load_source(source, *example_args) -> LoadedSource:
+    """Read anything tf_placeto accepts as a SOURCE (see module doc): a Source, or a plain
+    model read with the defaults; a tf.function is traced with `example_args`."""
+    if isinstance(source, LoadedSource):
         return source
-    if isinstance(source, (str, os.PathLike)):
-        return _load_path(source_path(source), signature, tag_set)
-    type_name = type(source).__name__
+    source = Source.of(source)
+    model, signature, tag_set = source.model, source.signature, source.tag_set
+    if isinstance(model, (str, os.PathLike)):
+        return _load_path(source.path, signature, tag_set)
+    type_name = type(model).__name__
     if type_name == "GraphDef":
         _no_tag_set(tag_set, "a GraphDef")
-        return Source("graph_def", source, source, None)
+        return LoadedSource("graph_def", model, model, None)
     if type_name == "MetaGraphDef":
-        _pick_meta_graph([source], tag_set, "the MetaGraphDef")
-        sig = _pick_signature(source, signature) if source.signature_def else None
-        return Source("meta_graph_def", source, source.graph_def, _signature_fetches(source, sig),
-                      signature=sig)
+        _pick_meta_graph([model], tag_set, "the MetaGraphDef")
+        sig = _pick_signature(model, signature) if model.signature_def else None
+        return LoadedSource("meta_graph_def", model, model.graph_def,
+                            _signature_fetches(model, sig), signature=sig)
     _no_tag_set(tag_set, "a function")
-    return _load_function(source, example_args)
+    return _load_function(model, example_args)
 
 
 def source_path(source) -> Optional[str]:
     """The file or SavedModel directory a SOURCE is read from, without reading it (None for
     objects in memory): enough to check where a placed copy may go before any work."""
-    if isinstance(source, Source):
+    if isinstance(source, (Source, LoadedSource)):
         return source.path
     if not isinstance(source, (str, os.PathLike)):
         return None
@@ -95,7 +123,7 @@ def source_path(source) -> Optional[str]:
     return text
 
 
-def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> Source:
+def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> LoadedSource:
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or directory")
     if os.path.isdir(path):
@@ -116,11 +144,12 @@ def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> S
         if signature:
             raise SourceError(f"{path}: a GraphDef has no signatures (--signature {signature})")
         _no_tag_set(tag_set, f"{path}: a GraphDef")
-        return Source("graph_def", proto, proto, None, path=path, text_format=is_text)
+        return LoadedSource("graph_def", proto, proto, None, path=path, text_format=is_text)
     _pick_meta_graph([proto], tag_set, path)
     sig = _pick_signature(proto, signature, path) if (proto.signature_def or signature) else None
-    return Source("meta_graph_def", proto, proto.graph_def, _signature_fetches(proto, sig),
-                  path=path, text_format=is_text, signature=sig)
+    return LoadedSource("meta_graph_def", proto, proto.graph_def,
+                        _signature_fetches(proto, sig), path=path, text_format=is_text,
+                        signature=sig)
 
 
 def _read_file(path: str) -> bytes:
@@ -182,7 +211,7 @@ def _plausible(proto) -> bool:
                for node in graph.node)
 
 
-def _load_saved_model(path: str, signature: Optional[str], tag_set: Optional[str]) -> Source:
+def _load_saved_model(path: str, signature: Optional[str], tag_set: Optional[str]) -> LoadedSource:
     from tensorflow.core.protobuf import saved_model_pb2  # TensorFlow: heavy, lazy
 
     proto = saved_model_pb2.SavedModel()
@@ -201,8 +230,9 @@ def _load_saved_model(path: str, signature: Optional[str], tag_set: Optional[str
     index = _pick_meta_graph(proto.meta_graphs, tag_set, path)
     meta_graph = proto.meta_graphs[index]
     sig = _pick_signature(meta_graph, signature, path)
-    return Source("saved_model", proto, meta_graph.graph_def, _signature_fetches(meta_graph, sig),
-                  path=path, signature=sig, meta_graph_index=index, text_format=is_text)
+    return LoadedSource("saved_model", proto, meta_graph.graph_def,
+                        _signature_fetches(meta_graph, sig), path=path, signature=sig,
+                        meta_graph_index=index, text_format=is_text)
 
 
 def _pick_meta_graph(meta_graphs, tag_set: Optional[str], where: str) -> int:
@@ -249,7 +279,7 @@ def _signature_fetches(meta_graph, signature: Optional[str]) -> Optional[list]:
     return [outputs[k].name for k in sorted(outputs)]
 
 
-def signature_inputs(source: Source) -> dict:
+def signature_inputs(source: LoadedSource) -> dict:
     """{input key: (tensor name, dtype enum, shape proto)} of the source's signature."""
     meta_graph = source.meta_graph
     if meta_graph is None or source.signature is None:
@@ -258,7 +288,7 @@ def signature_inputs(source: Source) -> dict:
     return {k: (v.name, v.dtype, v.tensor_shape) for k, v in inputs.items()}
 
 
-def _load_function(fn, example_args) -> Source:
+def _load_function(fn, example_args) -> LoadedSource:
     """A tf.function (traced with `example_args`) or a ConcreteFunction."""
     import tensorflow as tf  # heavy: only a function source needs it
 
@@ -276,8 +306,9 @@ def _load_function(fn, example_args) -> Source:
                           "GraphDef/MetaGraphDef file, 'examples:NAME', a tf.function with "
                           "example inputs, a ConcreteFunction, a GraphDef or a MetaGraphDef")
     graph_def = concrete.graph.as_graph_def(add_shapes=True)
-    fetches = [t.name for t in concrete.outputs] + [op.name for op in concrete.graph.control_outputs]
-    return Source("function", graph_def, graph_def, fetches or None, function=concrete)
+    fetches = ([t.name for t in concrete.outputs]
+               + [op.name for op in concrete.graph.control_outputs])
+    return LoadedSource("function", graph_def, graph_def, fetches or None, function=concrete)
 
 
 def is_graph_file(path: str) -> bool:

@@ -41,11 +41,11 @@ def _spans(path, placement) -> list:
 
 def test_simulated_and_real_traces_name_devices_and_ops_alike(mlp_model, graph, placement,
                                                               cache, tmp_path):
-    options = dict(labels=["runs/round robin.json"], devices="2", cache=cache)
-    tp.measure_steps(mlp_model, [placement], simulate=True, trace=str(tmp_path / "simulated"),
-                **options)
-    [real] = tp.measure_steps(mlp_model, [placement], repeats=1, warmup=0,
-                         trace=str(tmp_path / "real"), **options)
+    labels, target = ["runs/round robin.json"], tp.Target(devices="2", cache=cache)
+    tp.measure_steps(mlp_model, [placement], labels, target, simulate=True,
+                     trace=str(tmp_path / "simulated"))
+    [real] = tp.measure_steps(mlp_model, [placement], labels, target,
+                              timing=tp.Timing(repeats=1, warmup=0), trace=str(tmp_path / "real"))
     assert real.status == "ok" and real.trace is not None and "trace" not in real.to_json()
     simulated = [e for e in _spans(tmp_path / "simulated" / "round_robin.json", placement)
                  if e["cat"] == "op"]

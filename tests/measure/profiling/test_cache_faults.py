@@ -205,7 +205,7 @@ def test_a_runtime_named_alike_gets_its_own_profile(mlp_model, graph, tmp_path, 
     entries = {graph_profile_directory(graph, *runtime, str(tmp_path)) for runtime in planned}
     assert len(entries) == len(specs)
     estimated_cost_model(graph).save(graph_profile_directory(graph, *planned[0], str(tmp_path)))
-    assert tp.profile(mlp_model, cluster="local:2", cache=str(tmp_path)).cached
+    assert tp.profile(mlp_model, tp.Target(cluster="local:2", cache=str(tmp_path))).cached
     for runtime in planned[1:]:
         assert profiler.cached_profile(graph, *runtime, str(tmp_path)) is None
 

@@ -200,8 +200,9 @@ def test_every_real_measurement_is_logged_for_the_next_fit(mlp_model, graph, tmp
 
     devices = ["/device:CPU:0", "/device:CPU:1"]
     moved = dict.fromkeys([op.name for op in graph.ops], devices[1])
-    results = api.measure_steps(mlp_model, [None, moved], labels=["as written", "moved"],
-                                devices="2", repeats=3, cache=str(tmp_path))
+    results = api.measure_steps(mlp_model, [None, moved], ["as written", "moved"],
+                                tp.Target(devices="2", cache=str(tmp_path)),
+                                timing=tp.Timing(repeats=3))
     assert [r.status for r in results] == ["ok", "ok"]
     observations = fitting.read(graph_profile_directory(graph, *planned_runtime("2"),
                                                         str(tmp_path)), len(graph.ops))

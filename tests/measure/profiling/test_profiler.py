@@ -132,5 +132,5 @@ def test_a_cached_profile_on_a_cluster_starts_no_workers(mlp_model, tmp_path, mo
         raise AssertionError("a worker was started")
 
     monkeypatch.setattr(local_module.LocalCluster, "__init__", started)
-    found = tp.profile(mlp_model, cluster="local:2", cache=str(tmp_path))
+    found = tp.profile(mlp_model, tp.Target(cluster="local:2", cache=str(tmp_path)))
     assert found.cached and found.directory == directory

@@ -10,6 +10,7 @@ the first placement round by round (the baseline: the graph as written, where a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -17,6 +18,7 @@ import time
 from typing import Mapping, Optional, Sequence, Union
 
 from tf_placeto.devices import DeviceSet
+from tf_placeto.errors import InputError
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.log import progress
 from tf_placeto.measure.runtimes import step_stats
@@ -31,6 +33,34 @@ from tf_placeto.placement import Placement
 log = logging.getLogger(__name__)
 
 SET_ROUNDS = 2     # the fewest rounds a set of new sessions runs where there are several
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """How placements are timed for real: measure_interleaved's rules, by its keywords.
+
+    repeats: rounds, or "auto" (until the intervals are narrow or `budget_s` ends). warmup:
+    untimed steps first. timeout_s: the longest one step may take. stream: K > 0 times K steps
+    in flight each round (seconds per step once the stream is full). sessions: how many sets
+    of new sessions each placement is loaded into, their rounds pooled.
+    """
+
+    repeats: Union[int, str] = "auto"
+    warmup: int = 1
+    timeout_s: float = 600.0
+    budget_s: float = 60.0
+    stream: int = 0
+    sessions: int = 1
+
+    def __post_init__(self):
+        if self.stream < 0:
+            raise InputError(f"stream must be a count of steps in flight, not {self.stream}")
+        if self.sessions < 1:
+            raise InputError(f"sessions must be a count of at least 1, not {self.sessions}")
+
+    def keywords(self) -> dict:
+        """These rules as measure_interleaved's keyword arguments."""
+        return dataclasses.asdict(self)
 
 
 def measure_interleaved(graph: OpGraph, runtime: Runtime,

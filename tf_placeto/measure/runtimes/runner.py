@@ -275,17 +275,16 @@ def _background_closer() -> CallThread:
     return CallThread()
 
 
-def run_traced(path: str, signature: Optional[str] = None, num_cpus: int = 2,
-               tag_set: Optional[str] = None) -> StepRuns:
-    """Run a SavedModel (its MetaGraph of `tag_set`) as written, once, fully traced, on
-    `num_cpus` logical CPUs.
+def run_traced(source, num_cpus: int = 2) -> StepRuns:
+    """Run a SavedModel or graph file (a path, or a graph.sources.Source naming its signature
+    and tag set) as written, once, fully traced, on `num_cpus` logical CPUs.
 
     Soft placement is off: a node that cannot run where it was placed is an error, not a
     silent move. Raises RuntimeError if the run fails.
     """
-    source = load_source(path, signature=signature, tag_set=tag_set)
-    runner = ModelRunner(import_graph_def(source.graph_def, source.fetches, source=source))
+    loaded = load_source(source)
+    runner = ModelRunner(import_graph_def(loaded.graph_def, loaded.fetches, source=loaded))
     result = runner.run(Runtime.local(DeviceSet.local(num_cpus)), warmup=0, repeats=0, traced=1)
     if result.status != OK:
-        raise RuntimeError(f"{path}: {result.reason}")
+        raise RuntimeError(f"{loaded.path}: {result.reason}")
     return result
