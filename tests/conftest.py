@@ -10,6 +10,30 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")     # as the tf-placeto comman
 os.environ.setdefault("TF_PLACETO_CACHE", os.path.join(REPO, ".cache"))
 
 
+@pytest.fixture
+def cli_here(capfd, monkeypatch):
+    """Run the tf-placeto command's main() in this process, as `tests.helpers.run_cli` runs it
+    in a new one, without starting Python and TensorFlow again (7 s a run here): a
+    CompletedProcess with the exit status and what it printed. run_cli stays for what only a
+    new process shows (the entry point, TensorFlow's native log, signals)."""
+    import subprocess
+
+    from tf_placeto import cli
+
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS"):      # main() sets defaults
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+
+    def run(*args):
+        capfd.readouterr()
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exited:               # --help, or refused by the argument parser
+            code = exited.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["tf-placeto", *args], code, out, err)
+    return run
+
+
 @pytest.fixture(scope="session")
 def mlp_model():
     from tf_placeto.examples import registry

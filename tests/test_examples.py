@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import tf_placeto as tp
-from tests.helpers import REPO, run_cli
+from tests.helpers import REPO
 from tf_placeto.errors import SourceError
 from tf_placeto.examples import families, registry
 
@@ -75,8 +75,8 @@ def test_names_list_single_graphs_and_families_list_their_members():
         assert example.description.startswith(f"{family} member 5: ")
 
 
-def test_the_examples_command_lists_graphs_and_families():
-    listed = run_cli("examples")
+def test_the_examples_command_lists_graphs_and_families(cli_here):
+    listed = cli_here("examples")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert any(line.startswith("examples:nasnet_large ") for line in lines)

@@ -6,7 +6,6 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import run_cli
 from tf_placeto import methods, pipeline
 from tf_placeto.devices import DeviceSet
 from tf_placeto.examples.probes import two_stage_model
@@ -72,12 +71,12 @@ def test_beyond_the_best_three_those_simulated_near_the_best_are_measured_too():
 
 
 def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_cnn_model,
-                                                                           tmp_path):
+                                                                           tmp_path, cli_here):
     """Everything on the first device is where the graph as written runs: it cannot be
     faster, and the x0.90-0.95 "gains" measured for such copies on four real models were
     noise, so it is never a candidate."""
     out = tmp_path / "placed"
-    result = run_cli("place", small_cnn_model, "--method", "single", "--devices", "2",
+    result = cli_here("place", small_cnn_model, "--method", "single", "--devices", "2",
                      "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -88,14 +87,14 @@ def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_
 
 
 def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small_cnn_model,
-                                                                          tmp_path):
+                                                                          tmp_path, cli_here):
     """Round robin over 64 groups sends nearly every tensor of the training step between two
     worker processes: several times slower for real, whatever the simulator thinks. The
     verdict says why no placement helps: the profile's bound, and what involving the second
     worker costs every step (its call and each message, as calibrated on real runs) against
     the step as written."""
     out = tmp_path / "placed"
-    result = run_cli("place", small_cnn_model, "--method", "round_robin", "--max-groups", "64",
+    result = cli_here("place", small_cnn_model, "--method", "round_robin", "--max-groups", "64",
                      "--cluster", "local:2", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)

@@ -1,8 +1,7 @@
-"""What the command's tests share: the example graph as `inspect --json` lists it, the
-command run in this process, and a model whose step fails."""
+"""What the command's tests share: the example graph as `inspect --json` lists it, and a
+model whose step fails."""
 
 import json
-import os
 
 import pytest
 
@@ -14,25 +13,6 @@ def inspected(mlp_model):
     result = run_cli("inspect", mlp_model, "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
-
-
-@pytest.fixture
-def cli_here(capfd, monkeypatch):
-    """Run the command's main() in this process: (exit status, its stderr). For input refused
-    before any work: the same lines as the command, without starting TensorFlow again."""
-    from tf_placeto import cli
-
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS"):      # main() sets defaults
-        monkeypatch.setenv(name, os.environ.get(name, ""))
-
-    def run(*args):
-        capfd.readouterr()
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exited:               # refused by the argument parser
-            code = exited.code
-        return code, capfd.readouterr().err
-    return run
 
 
 @pytest.fixture(scope="session")

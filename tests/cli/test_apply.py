@@ -3,7 +3,6 @@
 import json
 import os
 
-from tests.helpers import run_cli
 
 
 def _round_robin_file(inspected, path):
@@ -12,10 +11,10 @@ def _round_robin_file(inspected, path):
     return str(path)
 
 
-def test_apply_writes_the_placed_model(mlp_model, inspected, tmp_path):
+def test_apply_writes_the_placed_model(mlp_model, inspected, tmp_path, cli_here):
     placement = _round_robin_file(inspected, tmp_path / "p.json")
     out = str(tmp_path / "out")
-    result = run_cli("apply", mlp_model, "--placement", placement, "--out", out)
+    result = cli_here("apply", mlp_model, "--placement", placement, "--out", out)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert "/device:CPU:1" in result.stdout

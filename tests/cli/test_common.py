@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.helpers import run_cli
 
 
 # Refused by the parser itself (tf_placeto.cli's argparse types).
@@ -36,11 +35,12 @@ from tests.helpers import run_cli
      "--stream: must be at most 64 (each step in flight is a thread"),
 ])
 def test_bad_numbers_are_refused_where_parsed_in_one_line(args, message, cli_here):
-    code, error = cli_here(*args)
+    result = cli_here(*args)
+    code, error = result.returncode, result.stderr
     assert code == 2 and message in error, error
     assert len(error.splitlines()) == 1 and error.startswith("tf-placeto")
 
 
 @pytest.mark.parametrize("command", ["inspect", "apply", "profile", "measure", "place", "show"])
-def test_every_command_taking_a_source_takes_a_tag_set(command):
-    assert "--tag-set TAGS" in run_cli(command, "--help").stdout
+def test_every_command_taking_a_source_takes_a_tag_set(command, cli_here):
+    assert "--tag-set TAGS" in cli_here(command, "--help").stdout

@@ -2,12 +2,11 @@
 
 import json
 
-from tests.helpers import run_cli
 
 
-def test_compare_simulated_writes_table_plot_and_csv(tmp_path):
+def test_compare_simulated_writes_table_plot_and_csv(tmp_path, cli_here):
     plot, table = tmp_path / "compare.png", tmp_path / "compare.csv"
-    result = run_cli("compare", "examples:mlp", "--simulate", "--counts", "2", "4",
+    result = cli_here("compare", "examples:mlp", "--simulate", "--counts", "2", "4",
                      "--methods", "single,round_robin,m_etf", "--cache", str(tmp_path / "cache"),
                      "--max-groups", "8", "--json", "--plot", str(plot), "--csv", str(table))
     assert result.returncode == 0, result.stderr
@@ -18,8 +17,8 @@ def test_compare_simulated_writes_table_plot_and_csv(tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG" and "vs_best" in table.read_text()
 
 
-def test_compare_measures_only_the_best_predicted_and_the_single_device(tmp_path):
-    result = run_cli("compare", "examples:mlp", "--cluster", "local:2", "--measure-best", "1",
+def test_compare_measures_only_the_best_predicted_and_the_single_device(tmp_path, cli_here):
+    result = cli_here("compare", "examples:mlp", "--cluster", "local:2", "--measure-best", "1",
                      "--methods", "single,round_robin,m_etf", "--repeats", "2",
                      "--cache", str(tmp_path / "cache"), "--max-groups", "8", "--json")
     assert result.returncode == 0, result.stderr

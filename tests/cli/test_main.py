@@ -107,7 +107,8 @@ versions { producer: 1 }
 
 
 def test_debug_adds_the_traceback_to_bad_input_and_keeps_its_exit_code(tmp_path, cli_here):
-    code, error = cli_here("--debug", "inspect", str(tmp_path / "missing"))
+    result = cli_here("--debug", "inspect", str(tmp_path / "missing"))
+    code, error = result.returncode, result.stderr
     assert code == 2 and error.startswith("Traceback"), error
     assert error.splitlines()[-1] == (f"tf-placeto: error: {tmp_path / 'missing'}: no such "
                                       "file or directory")
@@ -127,7 +128,8 @@ def test_debug_keeps_every_exit_code(raised, code, line, cli_here, monkeypatch):
         raise raised
 
     monkeypatch.setattr(inspect, "run", fails)
-    status, error = cli_here("--debug", "inspect", "examples:mlp")
+    result = cli_here("--debug", "inspect", "examples:mlp")
+    status, error = result.returncode, result.stderr
     assert status == code and error.startswith("Traceback"), error
     assert error.splitlines()[-1] == line
 
@@ -142,11 +144,8 @@ def test_bad_input_gives_one_line_and_changes_nothing(mlp_model, inspected, tmp_
     cases = _bad_inputs(mlp_model, inspected, tmp_path)
     before = tree_digest(mlp_model)
     for label, args in cases.items():
-        if label in AS_A_USER_RUNS_IT:
-            result = run_cli(*args)
-            code, error = result.returncode, result.stderr
-        else:
-            code, error = cli_here(*args)
+        result = run_cli(*args) if label in AS_A_USER_RUNS_IT else cli_here(*args)
+        code, error = result.returncode, result.stderr
         lines = error.splitlines()
         assert code == 2, (label, error)
         assert len(lines) == 1 and lines[0].startswith("tf-placeto"), (label, error)
@@ -216,7 +215,8 @@ def test_bad_output_paths_are_refused_before_any_work_and_nothing_is_lost(mlp_mo
     before = {path: tree_digest(str(path)) for path in tmp_path.iterdir()}
     source = tree_digest(mlp_model)
     for label, args in cases.items():
-        code, error = cli_here(*args)
+        result = cli_here(*args)
+        code, error = result.returncode, result.stderr
         assert code == 2, (label, error)
         assert len(error.splitlines()) == 1 and error.startswith("tf-placeto"), (label, error)
     assert {path: tree_digest(str(path)) for path in tmp_path.iterdir()} == before

@@ -5,12 +5,11 @@ import os
 
 import pytest
 
-from tests.helpers import run_cli
 
 
-def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, tmp_path):
+def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, tmp_path, cli_here):
     out, cache, chart = tmp_path / "placed", str(tmp_path / "cache"), tmp_path / "gantt.png"
-    result = run_cli("place", mlp_model, "--devices", "2", "--method", "heft", "--simulate",
+    result = cli_here("place", mlp_model, "--devices", "2", "--method", "heft", "--simulate",
                      "--out", str(out), "--cache", cache, "--max-groups", "8", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -19,7 +18,7 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
     assert 0 <= summary["bound_saving"] < 1 and "split_cost_s" not in summary   # one process
     assert os.path.isfile(out / "saved_model.pb")
     placement = json.loads(open(summary["placement"]).read())
-    shown = run_cli("show", str(out), "--devices", "2", "--cache", cache, "--gantt", str(chart),
+    shown = cli_here("show", str(out), "--devices", "2", "--cache", cache, "--gantt", str(chart),
                     "--json")
     assert shown.returncode == 0, shown.stderr
     devices = {row["device"]: row["ops"] for row in json.loads(shown.stdout)["devices"]}
@@ -29,9 +28,9 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
     assert "found a profile in the cache" in shown.stderr     # a placed copy: same profile
 
 
-def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path):
+def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path, cli_here):
     """--objective throughput: the placers follow it, and the prediction is a stream's."""
-    result = run_cli("place", mlp_model, "--devices", "2", "--method", "m_etf", "--simulate",
+    result = cli_here("place", mlp_model, "--devices", "2", "--method", "m_etf", "--simulate",
                      "--objective", "throughput", "--stream", "2", "--max-groups", "8",
                      "--cache", str(tmp_path / "cache"), "--json")
     assert result.returncode == 0, result.stderr
@@ -50,14 +49,16 @@ def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path):
     (["place", "examples:mlp", "--stream", "2"], "pass objective throughput"),
 ])
 def test_placing_bad_input_gives_one_line(args, message, cli_here):
-    code, error = cli_here(*args)
+    result = cli_here(*args)
+    code, error = result.returncode, result.stderr
     assert code == 2 and message in error, error
     assert len(error.splitlines()) == 1
 
 
-def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model, tmp_path):
+def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model, tmp_path,
+                                                                       cli_here):
     cache, logdir = str(tmp_path / "cache"), tmp_path / "tensorboard"
-    result = run_cli("place", mlp_model, "--devices", "2", "--simulate", "--cache", cache,
+    result = cli_here("place", mlp_model, "--devices", "2", "--simulate", "--cache", cache,
                      "--max-groups", "8", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -66,7 +67,7 @@ def test_place_by_default_keeps_the_best_of_placeto_and_the_algorithms(mlp_model
     assert summary["method"] == "auto" and summary["chosen"] in methods.candidates()
     tried = {name: summary[f"{name}_us"] for name in methods.candidates()}
     assert summary["predicted_after_s"] * 1e6 == pytest.approx(min(tried.values()))
-    shown = run_cli("show", mlp_model, "--devices", "2", "--cache", cache,
+    shown = cli_here("show", mlp_model, "--devices", "2", "--cache", cache,
                     "--tensorboard", str(logdir), "--json")
     assert shown.returncode == 0, shown.stderr
     import tensorflow as tf

@@ -2,12 +2,11 @@
 
 import json
 
-from tests.helpers import run_cli
 
 
-def test_profile_stores_a_cost_model_and_finds_it_again(mlp_model, tmp_path):
+def test_profile_stores_a_cost_model_and_finds_it_again(mlp_model, tmp_path, cli_here):
     cache = str(tmp_path / "cache")
-    first = run_cli("profile", mlp_model, "--devices", "2", "--runs", "2", "--cache", cache,
+    first = cli_here("profile", mlp_model, "--devices", "2", "--runs", "2", "--cache", cache,
                     "--json")
     assert first.returncode == 0, first.stderr
     profiled = json.loads(first.stdout)
@@ -15,7 +14,7 @@ def test_profile_stores_a_cost_model_and_finds_it_again(mlp_model, tmp_path):
     assert all(v >= 2.0 for v in profiled["remote_input_slowdowns"].values())
     assert [(l["src"], l["dst"]) for l in profiled["links"]] == [
         ("/device:CPU:0", "/device:CPU:1"), ("/device:CPU:1", "/device:CPU:0")]
-    again = run_cli("profile", mlp_model, "--devices", "2", "--cache", cache)
+    again = cli_here("profile", mlp_model, "--devices", "2", "--cache", cache)
     assert again.returncode == 0 and "found in the cache" in again.stdout
     assert "found a profile in the cache" in again.stderr
 

@@ -7,12 +7,11 @@ import pathlib
 
 import pytest
 
-from tests.helpers import run_cli
 
 
-def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
+def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path, cli_here):
     out, cache = tmp_path / "policy", str(tmp_path / "cache")
-    result = run_cli("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
+    result = cli_here("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "single", "fast",
                      "--imitate", "3", "--keep-imitating", "2",
                      "--imitate-exact", "5", "--imitate-climb", "2", "--link", "25:7600", "k80",
@@ -38,7 +37,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path):
     logged = [json.loads(line) for path in pathlib.Path(cache).rglob("observations.jsonl")
               for line in path.read_text().splitlines()]
     assert sum(o["origin"] == "train" for o in logged) >= 1
-    placed = run_cli("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
+    placed = cli_here("place", mlp_model, "--cluster", "local:2", "--method", "placeto",
                      "--policy", str(out), "--start", "random", "--simulate", "--cache", cache,
                      "--json")
     assert placed.returncode == 0, placed.stderr
@@ -66,8 +65,9 @@ def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monke
         raise AssertionError("a runtime opened before the input was checked")
 
     monkeypatch.setattr(settings, "open_runtime", no_runtime)
-    code, error = cli_here("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"),
-                           *args)
+    result = cli_here("train", "--graphs", "examples:mlp", "--out", str(tmp_path / "p"),
+                      *args)
+    code, error = result.returncode, result.stderr
     assert code == 2 and message in error, error
     assert len(error.splitlines()) == 1
 
@@ -77,7 +77,8 @@ def test_train_refuses_an_out_folder_that_holds_something_else(tmp_path, cli_her
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    code, error = cli_here("train", "--graphs", "examples:mlp", "--counts", "2", "--out",
-                           str(mine))
+    result = cli_here("train", "--graphs", "examples:mlp", "--counts", "2", "--out",
+                      str(mine))
+    code, error = result.returncode, result.stderr
     assert code == 2 and "not a training folder" in error and len(error.splitlines()) == 1
     assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"

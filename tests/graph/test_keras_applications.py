@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import run_cli, run_python, tree_digest
+from tests.helpers import run_python, tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def keras_app(tmp_path_factory):
     return path
 
 
-def test_round_robin_placement_of_a_keras_application(keras_app, tmp_path):
-    inspected = run_cli("inspect", keras_app, "--json")
+def test_round_robin_placement_of_a_keras_application(keras_app, tmp_path, cli_here):
+    inspected = cli_here("inspect", keras_app, "--json")
     assert inspected.returncode == 0, inspected.stderr
     groups = json.loads(inspected.stdout)["groups"]
     placement = tmp_path / "placement.json"
@@ -35,7 +35,7 @@ def test_round_robin_placement_of_a_keras_application(keras_app, tmp_path):
                                      for g in groups for op in g["ops"]}))
     out = str(tmp_path / "placed")
     before = tree_digest(keras_app)
-    applied = run_cli("apply", keras_app, "--placement", str(placement), "--out", out)
+    applied = cli_here("apply", keras_app, "--placement", str(placement), "--out", out)
     assert applied.returncode == 0, applied.stderr
     assert tree_digest(keras_app) == before
 

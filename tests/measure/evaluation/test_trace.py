@@ -6,7 +6,7 @@ import json
 import pytest
 
 import tf_placeto as tp
-from tests.helpers import round_robin, run_cli
+from tests.helpers import round_robin
 
 DEVICES = ["/device:CPU:0", "/device:CPU:1"]
 
@@ -59,10 +59,10 @@ def test_simulated_and_real_traces_name_devices_and_ops_alike(mlp_model, graph, 
     assert sum(e["name"] in types for e in ran) >= len(ran) / 2
 
 
-def test_show_writes_the_simulated_trace(mlp_model, placement, cache, tmp_path):
+def test_show_writes_the_simulated_trace(mlp_model, placement, cache, tmp_path, cli_here):
     placement.to_json(str(tmp_path / "placement.json"))
     trace = tmp_path / "show.json"
-    shown = run_cli("show", mlp_model, "--devices", "2", "--cache", cache,
+    shown = cli_here("show", mlp_model, "--devices", "2", "--cache", cache,
                     "--placement", str(tmp_path / "placement.json"), "--trace", str(trace))
     assert shown.returncode == 0, shown.stderr
     assert f"wrote the trace: {trace}" in shown.stdout
@@ -70,10 +70,10 @@ def test_show_writes_the_simulated_trace(mlp_model, placement, cache, tmp_path):
     assert {"op", "transfer"} <= {e["cat"] for e in spans}
 
 
-def test_measure_writes_a_traced_run_per_placement(mlp_model, placement, cache, tmp_path):
+def test_measure_writes_a_traced_run_per_placement(mlp_model, placement, cache, tmp_path, cli_here):
     placement.to_json(str(tmp_path / "split.json"))
     traces = tmp_path / "traces"
-    measured = run_cli("measure", mlp_model, "--devices", "2", "--cache", cache, "--repeats", "1",
+    measured = cli_here("measure", mlp_model, "--devices", "2", "--cache", cache, "--repeats", "1",
                        "--placement", str(tmp_path / "split.json"), "--trace", str(traces))
     assert measured.returncode == 0, measured.stderr
     assert [p.name for p in traces.iterdir()] == ["split.json"]
