@@ -37,14 +37,14 @@ LAYERS = [
     ["tf_placeto.workload", "tf_placeto.settings"],
     ["tf_placeto.pipeline", "tf_placeto.api", "tf_placeto.functions",
      "tf_placeto.optimized_step", "tf_placeto.training_api", "tf_placeto.choices",
-     "tf_placeto.frontend"],
+     "tf_placeto.frontend", "tf_placeto.cost_graphs"],
     ["tf_placeto.compare", "tf_placeto.plots"],
     ["tf_placeto.cli", "tf_placeto.__main__"],
 ]
 # What the command line may import besides its own modules: the public API, whole modules of
 # it, and from the others only the names tf_placeto/__init__.py exports (_public_names).
 PUBLIC_MODULES = {"tf_placeto.api", "tf_placeto.errors", "tf_placeto.compare", "tf_placeto.plots",
-                  "tf_placeto.choices", "tf_placeto.frontend"}
+                  "tf_placeto.choices", "tf_placeto.frontend", "tf_placeto.cost_graphs"}
 # Loaded inside functions so that `import tf_placeto` stays light (grpc: TensorFlow's native
 # RPC library, needed only to watch a remote cluster).
 HEAVY = {"tensorflow", "tf_agents", "tf_keras", "keras", "tensorflow_probability", "matplotlib",

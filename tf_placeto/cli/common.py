@@ -70,7 +70,8 @@ class Parser(argparse.ArgumentParser):
 def source_arguments(parser) -> None:
     parser.add_argument("source", metavar="SOURCE",
                         help="a SavedModel directory, a GraphDef or MetaGraphDef file "
-                             "(.pb binary, .pbtxt text), or examples:NAME")
+                             "(.pb binary, .pbtxt text), examples:NAME, or a cost graph "
+                             "(.json in Tarnawski et al.'s format: computed, nothing run)")
     parser.add_argument("--signature", metavar="NAME",
                         help="SavedModel signature (default: serving_default, or the only one)")
     parser.add_argument("--tag-set", metavar="TAGS",

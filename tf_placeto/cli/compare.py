@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tf_placeto import choices, plots
+from tf_placeto.cli import cost_graph
 from tf_placeto.cli.common import (check_placing, count, device_count, link_argument,
                                    measured_something, placing_arguments, runtime_arguments,
                                    search_of, target_of)
@@ -15,7 +16,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="every placement method on graphs and device counts: the scoreboard")
     parser.add_argument("graphs", metavar="GRAPH", nargs="+",
-                        help="SOURCEs to compare on (examples:NAME, SavedModel directories)")
+                        help="SOURCEs to compare on (examples:NAME, SavedModel directories; "
+                             "or cost graphs, .json in Tarnawski et al.'s format)")
     parser.add_argument("--counts", metavar="N", type=device_count, nargs="+",
                         help="device counts to place on (default: as many as the runtime "
                              "has); with --simulate, any counts: devices like the profiled "
@@ -42,6 +44,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if cost_graph.is_cost_graph(args):
+        return cost_graph.compare(args)
     check_placing(args)
     sources = [source_path(graph) for graph in args.graphs]
     if args.csv:

@@ -8,6 +8,7 @@ import sys
 import pandas as pd
 
 from tf_placeto import api
+from tf_placeto.cli import cost_graph
 from tf_placeto.cli.common import EXIT_OK, count, source_arguments, source_of
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 
@@ -22,6 +23,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if cost_graph.is_cost_graph(args):
+        return cost_graph.inspect(args)
     graph = api.import_graph(source_of(args))
     groups = api.group(graph, max_groups=args.max_groups)
     if args.json:

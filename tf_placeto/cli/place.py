@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from tf_placeto import api
+from tf_placeto.cli import cost_graph
 from tf_placeto.cli.common import (EXIT_OK, OVERWRITE_HELP, check_placing, placing_arguments,
                                    runtime_arguments, search_of, source_arguments, source_of,
                                    target_of)
@@ -20,7 +21,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--method", default="auto", metavar="NAME",
                         help="placement method: auto (default: the shipped Placeto policy "
                              "fine-tuned briefly and the algorithmic placers, best simulated "
-                             "step wins) or one of `tf-placeto compare --help`")
+                             "step wins) or one of `tf-placeto compare --help`; on a cost "
+                             "graph: dp (auto under throughput), optimal (auto under latency), "
+                             "greedy, one_accelerator, local_search, pipedream")
     parser.add_argument("--out", metavar="OUT",
                         help="write SOURCE with the placement applied here (same kind as "
                              "SOURCE)")
@@ -35,6 +38,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if cost_graph.is_cost_graph(args):
+        return cost_graph.place(args)
     check_placing(args)
     result = api.place(source_of(args), args.method, target_of(args), search_of(args),
                        measure="simulate" if args.simulate else "real", out=args.out,

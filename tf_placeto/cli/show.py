@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from tf_placeto import api, plots
+from tf_placeto.cli import cost_graph
 from tf_placeto.cli.common import (EXIT_OK, runtime_arguments, source_arguments, source_of,
                                    target_of)
 from tf_placeto.frontend import check_output_file, check_output_folder
@@ -34,6 +35,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if cost_graph.is_cost_graph(args):
+        return cost_graph.show(args)
     source = [source_path(args.source)]
     if args.gantt:
         plots.check_picture_path(args.gantt, "--gantt", keep_out_of=source)

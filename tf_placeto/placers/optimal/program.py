@@ -137,7 +137,7 @@ def _scipy_minimise(form: _StandardForm, time_limit) -> Solved:
 
 
 def _highspy_minimise(form: _StandardForm, time_limit, start, progress) -> Solved:
-    highs = _new_highs()
+    highs = new_highs()
     for name, value in (("output_flag", False), ("mip_rel_gap", MIP_REL_GAP),
                         ("time_limit", np.inf if time_limit is None else float(time_limit))):
         highs.setOptionValue(name, value)
@@ -157,7 +157,7 @@ def _highspy_minimise(form: _StandardForm, time_limit, start, progress) -> Solve
         highs.setSolution(len(columns), np.asarray(columns, np.int32),
                           np.asarray(values, np.float64))
     if progress is not None:
-        _report_progress(highs, progress)
+        report_progress(highs, progress)
     highs.run()
     status = highs.getModelStatus()
     info = highs.getInfo()
@@ -169,7 +169,7 @@ def _highspy_minimise(form: _StandardForm, time_limit, start, progress) -> Solve
                   interface="highspy")
 
 
-def _report_progress(highs, progress: Callable[[float, float], None]) -> None:
+def report_progress(highs, progress: Callable[[float, float], None]) -> None:
     """Call progress(incumbent, bound) on each better decision, and at most every
     PROGRESS_EVERY_S from the solver's frequent interrupt checks."""
     last = [-np.inf]
@@ -187,7 +187,7 @@ def _report_progress(highs, progress: Callable[[float, float], None]) -> None:
 _banner_written = False
 
 
-def _new_highs():
+def new_highs():
     """A HiGHS instance. The first one of a process writes HiGHS' banner to descriptor 1
     whatever its options say, which would break a command's JSON output: it goes to stderr."""
     global _banner_written

@@ -1,0 +1,101 @@
+"""A cost graph (Tarnawski et al.'s JSON format) as the SOURCE of inspect, place, show and
+compare: computed from the file, nothing run."""
+
+import json
+
+import pytest
+
+# A fork joined again (a -> b, a -> c, b -> d, c -> d, d -> e) on two accelerators and a
+# CPU; e runs only on the CPU.
+INSTANCE = {
+    "maxSizePerFPGA": 40, "maxFPGAs": 2, "maxCPUs": 1,
+    "nodes": [{"id": i, "name": name, "supportedOnFpga": name != "e", "cpuLatency": cpu,
+               "fpgaLatency": accel, "isBackwardNode": False, "size": 10}
+              for i, (name, cpu, accel) in enumerate([("a", 9, 2), ("b", 20, 4), ("c", 20, 4),
+                                                      ("d", 9, 2), ("e", 3, 1)])],
+    "edges": [{"sourceId": s, "destId": d, "cost": cost}
+              for s, d, cost in [(0, 1, 1), (0, 2, 1), (1, 3, 0.5), (2, 3, 0.5), (3, 4, 2)]],
+}
+
+
+@pytest.fixture
+def instance(tmp_path):
+    path = tmp_path / "fork.json"
+    path.write_text(json.dumps(INSTANCE))
+    return str(path)
+
+
+def test_inspect_says_what_the_file_holds(instance, cli_here):
+    result = cli_here("inspect", instance, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["nodes"], summary["edges"], summary["accelerators"], summary["cpus"]) == \
+        (5, 5, 2, 1)
+    assert summary["unsupported_nodes"] == 1 and summary["accelerator_time"] == 13
+
+
+def test_place_writes_a_split_that_show_scores_alike(instance, tmp_path, cli_here):
+    out = tmp_path / "split.json"
+    placed = cli_here("place", instance, "--method", "dp", "--objective", "throughput",
+                      "--out", str(out), "--json")
+    assert placed.returncode == 0, placed.stderr
+    summary = json.loads(placed.stdout)
+    assert summary["feasible"] and summary["simulated"] and summary["placement"] == str(out)
+    split = json.loads(out.read_text())
+    assert sorted(split) == list("abcde") and split["e"] == "/device:CPU:0"
+    # {a, b} and {c, d}: 6 of compute each; a's and b's outputs cross (1 + 0.5, paid by both
+    # sides) and d's goes to the CPU (2): 6 + 1.5 and 6 + 1.5 + 2
+    assert summary["loads"] == {"/device:GPU:0": 7.5, "/device:GPU:1": 9.5,
+                                "/device:CPU:0": 3.0} or summary["loads"] == {
+        "/device:GPU:0": 9.5, "/device:GPU:1": 7.5, "/device:CPU:0": 3.0}
+    assert summary["max_load"] == 9.5
+    shown = cli_here("show", instance, "--placement", str(out), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["max_load"] == summary["max_load"]
+
+
+def test_the_integer_program_is_never_worse_than_the_dp(instance, cli_here):
+    result = cli_here("compare", instance, "--methods", "dp,optimal,one_accelerator",
+                      "--objective", "throughput", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["method"]: row for row in json.loads(result.stdout)}
+    assert rows["optimal"]["max_load"] <= rows["dp"]["max_load"] + 1e-9
+    assert rows["optimal"]["vs_best"] == pytest.approx(1.0)
+    assert rows["one_accelerator"]["max_load"] >= rows["dp"]["max_load"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["place", "--method", "dp"], "minimises the max-load: pass --objective throughput"),
+    (["place", "--method", "greedy", "--objective", "throughput"],
+     "minimises the latency: pass --objective latency"),
+    (["place", "--devices", "2"], "names its own devices and memory"),
+    (["place", "--method", "metis"], "unknown method 'metis' for a cost graph"),
+    (["show"], "give the split with --placement"),
+])
+def test_what_a_cost_graph_cannot_take_is_refused_in_one_line(instance, args, message,
+                                                              cli_here):
+    result = cli_here(args[0], instance, *args[1:])
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_an_existing_file_is_replaced_only_with_overwrite(instance, tmp_path, cli_here):
+    notes = tmp_path / "notes.json"
+    notes.write_text("[1, 2]")
+    args = ["place", instance, "--objective", "throughput", "--out", str(notes)]
+    refused = cli_here(*args)
+    assert refused.returncode == 2 and "exists" in refused.stderr
+    refused = cli_here(*args, "--overwrite")       # not a placement: never replaced
+    assert refused.returncode == 2 and notes.read_text() == "[1, 2]"
+
+
+def test_under_latency_the_program_is_at_or_below_their_greedy(instance, cli_here):
+    """Method auto under the latency objective (the default) is the latency program."""
+    placed = cli_here("place", instance, "--json")
+    assert placed.returncode == 0, placed.stderr
+    summary = json.loads(placed.stdout)
+    assert summary["method"] == "optimal" and summary["objective"] == "latency"
+    compared = cli_here("compare", instance, "--methods", "greedy,optimal", "--json")
+    rows = {row["method"]: row for row in json.loads(compared.stdout)}
+    assert summary["latency"] == pytest.approx(rows["optimal"]["latency"])
+    assert rows["optimal"]["latency"] <= rows["greedy"]["latency"] + 1e-9

@@ -1,0 +1,268 @@
+"""A cost graph as a SOURCE: ops that carry their own costs, placed under Tarnawski et al.'s
+accounting (NeurIPS 2020; their JSON format, tf_placeto/graph/cost_graph.py).
+
+Nothing is run: every figure is computed from the file. Under the throughput objective a split
+costs its max-load, the busiest device's time per sample of a pipeline; under the latency
+objective, one sample's latency, each accelerator running its part as one call
+(tf_placeto/placers/contiguous/accounting.py). The same lets a user bring a cost graph profiled
+in another framework.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tf_placeto.errors import InputError, PlacementError
+from tf_placeto.files import write_atomically
+from tf_placeto.graph.cost_graph import CostGraph, is_cost_graph_file, read_cost_graph
+from tf_placeto.placers.contiguous import baselines
+from tf_placeto.placers.contiguous.accounting import device_loads, infeasibility, latency
+from tf_placeto.placers.contiguous.dp import solve_max_load
+from tf_placeto.placers.contiguous.program import (solve_latency_program,
+                                                   solve_max_load_program)
+from tf_placeto.rewrite import check_placement_path
+
+THROUGHPUT, LATENCY = "throughput", "latency"
+DP, OPTIMAL = "dp", "optimal"
+OPTIMAL_TIME_LIMIT_S = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CostGraphMethod:
+    """A way to split a cost graph: decide(graph, objective, time_limit_s) -> (assignment or
+    None when nothing fits, info); `objectives` are those it optimises (the others only
+    score its split)."""
+
+    name: str
+    objectives: tuple
+    decide: Callable
+    help: str
+
+
+def _dp(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+    _, assignment, info = solve_max_load(graph)
+    return assignment, info
+
+
+def _optimal(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+    """Max-load: the program over any split, started from the DP's (never worse than the
+    contiguous optimum). Latency: their latency program, started from their greedy."""
+    if objective == LATENCY:
+        _, start = baselines.greedy_latency(graph)
+        _, assignment, info = solve_latency_program(graph, start=start,
+                                                    time_limit_s=time_limit_s)
+        return assignment, info
+    start, dp_info = _dp(graph, objective, time_limit_s)
+    _, assignment, info = solve_max_load_program(graph, start=start, time_limit_s=time_limit_s)
+    return assignment, {**info, "dp_seconds": dp_info["seconds"]}
+
+
+def _baseline(function) -> Callable:
+    def decide(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+        _, assignment = function(graph)
+        return assignment, {}
+    return decide
+
+
+METHODS = {method.name: method for method in (
+    CostGraphMethod(DP, (THROUGHPUT,), _dp,
+                    "the exact dynamic program over contiguous splits (their dp.cpp)"),
+    CostGraphMethod(OPTIMAL, (THROUGHPUT, LATENCY), _optimal,
+                    "the integer program over any split, with its proven gap (throughput: "
+                    "started from the DP's split; latency: from their greedy)"),
+    CostGraphMethod("greedy", (LATENCY,), _baseline(baselines.greedy_latency),
+                    "their latency greedy: accelerators filled in topological order"),
+    CostGraphMethod("one_accelerator", (), _baseline(baselines.one_accelerator),
+                    "everything on one accelerator (unsupported nodes on the CPU)"),
+    CostGraphMethod("local_search", (THROUGHPUT,), _baseline(baselines.local_search),
+                    "their local search: moves of one node while the max-load falls"),
+    CostGraphMethod("pipedream", (THROUGHPUT,), _baseline(baselines.pipedream),
+                    "PipeDream's partitioner over a topological order"),
+)}
+
+
+def is_cost_graph(source) -> bool:
+    """Whether SOURCE names a cost graph file rather than a TensorFlow graph."""
+    return isinstance(source, str) and is_cost_graph_file(source)
+
+
+def device_names(graph: CostGraph) -> list:
+    """The accelerators as /device:GPU:k, then the CPUs as /device:CPU:j."""
+    return ([f"/device:GPU:{k}" for k in range(graph.max_accelerators)]
+            + [f"/device:CPU:{j}" for j in range(graph.max_cpus)])
+
+
+def node_names(graph: CostGraph) -> list:
+    """The names a placement file uses: the file's names where they are all given and
+    distinct, else the node ids."""
+    names = list(graph.names)
+    if all(names) and len(set(names)) == len(names):
+        return names
+    return [str(int(node_id)) for node_id in graph.node_ids]
+
+
+@dataclasses.dataclass
+class CostGraphResult:
+    """One split of a cost graph: both objectives' figures, each device's load per sample."""
+
+    source: str
+    method: str
+    objective: str
+    assignment: Optional[np.ndarray]     # device index per node; None: nothing fits
+    devices: list
+    nodes: list                          # node_names, in the assignment's order
+    decide_s: float
+    info: dict
+    max_load: Optional[float] = None
+    latency: Optional[float] = None
+    loads: Optional[np.ndarray] = None
+    reason: Optional[str] = None         # why the split breaks a rule, or has no latency
+    out: Optional[str] = None            # where its placement file was written
+
+    def placement(self) -> dict:
+        """{node name: device} (node_names)."""
+        return {name: self.devices[d] for name, d in zip(self.nodes, self.assignment)}
+
+    def summary(self) -> dict:
+        """A JSON-ready description (what `place --json` prints for a cost graph)."""
+        info = {k: v.item() if hasattr(v, "item") else v for k, v in self.info.items()
+                if isinstance(v, (int, float, str, bool)) or hasattr(v, "item")}
+        loads = None if self.loads is None else {d: float(v) for d, v in
+                                                 zip(self.devices, self.loads)}
+        return {"source": self.source, "method": self.method, "objective": self.objective,
+                "simulated": True, "devices": self.devices, "decide_s": self.decide_s,
+                "max_load": self.max_load, "latency": self.latency, "loads": loads,
+                "feasible": self.assignment is not None and self.reason is None,
+                "reason": self.reason, "placement": self.out, **info}
+
+
+def score(graph: CostGraph, assignment, source: str = "", method: str = "given",
+          objective: str = THROUGHPUT, decide_s: float = 0.0,
+          info: Optional[dict] = None) -> CostGraphResult:
+    """Both objectives' figures of a split (their accounting), and what rule it breaks."""
+    result = CostGraphResult(source, method, objective, assignment, device_names(graph),
+                             node_names(graph), decide_s, dict(info or {}))
+    if assignment is None:
+        result.reason = "no split fits the accelerators' memory"
+        return result
+    result.loads = device_loads(graph, assignment)
+    result.max_load = float(result.loads.max())
+    result.reason = infeasibility(graph, assignment)
+    try:
+        result.latency = latency(graph, assignment)
+    except PlacementError as exc:
+        result.reason = result.reason or str(exc)
+    return result
+
+
+def place(path: str, method: str = DP, objective: str = THROUGHPUT,
+          time_limit_s: float = OPTIMAL_TIME_LIMIT_S, out: Optional[str] = None,
+          overwrite: bool = False) -> CostGraphResult:
+    """The split `method` finds for the cost graph in `path`, scored under both objectives;
+    with `out`, its placement file ({node name: device}) is written there, the path checked
+    before any work (`overwrite` replaces only a placement file)."""
+    spec = _method(method, objective)
+    if out is not None:
+        check_placement_path(out, path, overwrite)
+    graph = read_cost_graph(path)
+    started = time.perf_counter()
+    assignment, info = spec.decide(graph, objective, time_limit_s)
+    result = score(graph, assignment, path, method, objective, time.perf_counter() - started,
+                   info)
+    if out is not None and assignment is not None:
+        result.out = write_placement(result, out)
+    return result
+
+
+def show(path: str, placement_file: str) -> CostGraphResult:
+    """A split read from a placement file ({node name: device}, as `place --out` writes it)."""
+    graph = read_cost_graph(path)
+    return score(graph, read_placement(graph, placement_file), path)
+
+
+def compare(paths: Sequence[str], methods: Optional[Sequence[str]] = None,
+            objective: str = THROUGHPUT, time_limit_s: float = OPTIMAL_TIME_LIMIT_S,
+            progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+    """One row per (cost graph, method): its max-load and latency, their ratios to the DP's
+    (throughput) or the best row's (latency), how long it took to decide."""
+    methods = list(methods or METHODS)
+    for method in methods:
+        if method not in METHODS:
+            raise InputError(f"unknown method {method!r} for a cost graph; methods: "
+                             f"{', '.join(METHODS)}")
+    rows = []
+    for path in paths:
+        for method in methods:
+            progress(f"{path}: {method}")
+            result = place(path, method, objective, time_limit_s)
+            rows.append({"graph": path, "method": method, "max_load": result.max_load,
+                         "latency": result.latency, "decide_s": result.decide_s,
+                         "gap": result.info.get("gap"), "reason": result.reason or ""})
+    table = pd.DataFrame(rows)
+    column = "max_load" if objective == THROUGHPUT else "latency"
+    best = table.groupby("graph")[column].transform("min")
+    table["vs_best"] = table[column] / best
+    return table
+
+
+def summary(path: str) -> dict:
+    """What `inspect` says of a cost graph: its size, devices and total work."""
+    graph = read_cost_graph(path)
+    return {"source": path, "kind": "cost graph", "nodes": graph.n_nodes,
+            "edges": int(graph.edge_src.size),
+            "colour_classes": int(np.unique(graph.color_class).size),
+            "accelerators": graph.max_accelerators, "cpus": graph.max_cpus,
+            "memory_per_accelerator": graph.memory_per_accelerator,
+            "accelerator_time": float(graph.accel_latency.sum()),
+            "cpu_time": float(graph.cpu_latency.sum()),
+            "unsupported_nodes": int((~graph.supported).sum()),
+            "backward_nodes": int(graph.is_backward.sum())}
+
+
+def read_placement(graph: CostGraph, path: str) -> np.ndarray:
+    """The assignment in a placement file: every node named once (node_names), each on a
+    device of the graph (device_names)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            given = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable placement JSON ({exc})") from exc
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: a placement is an object of node name -> device")
+    names, devices = node_names(graph), device_names(graph)
+    index = {device: d for d, device in enumerate(devices)}
+    missing = [name for name in names if name not in given]
+    unknown = sorted(set(given) - set(names))
+    if missing or unknown:
+        raise InputError(f"{path}: the placement must name every node once "
+                         f"({len(missing)} missing, e.g. {missing[:1]}; {len(unknown)} "
+                         f"unknown, e.g. {unknown[:1]})")
+    bad = sorted({str(d) for d in given.values() if d not in index})
+    if bad:
+        raise InputError(f"{path}: devices {bad[:3]} are not among {', '.join(devices)}")
+    return np.array([index[given[name]] for name in names], np.int64)
+
+
+def write_placement(result: CostGraphResult, path: str) -> str:
+    """{node name: device}, whole or not at all (files.write_atomically)."""
+    return write_atomically(path, lambda f: json.dump(result.placement(), f, indent=1))
+
+
+def _method(name: str, objective: str) -> CostGraphMethod:
+    if objective not in (THROUGHPUT, LATENCY):
+        raise InputError(f"objective must be {THROUGHPUT} or {LATENCY}, not {objective!r}")
+    if name not in METHODS:
+        raise InputError(f"unknown method {name!r} for a cost graph; methods: "
+                         f"{', '.join(METHODS)}")
+    spec = METHODS[name]
+    if spec.objectives and objective not in spec.objectives:
+        wanted = "max-load: pass --objective throughput" if spec.objectives == (THROUGHPUT,) \
+            else "latency: pass --objective latency"
+        raise InputError(f"method {name} minimises the {wanted}")
+    return spec

@@ -1,0 +1,3 @@
+"""The exact contiguous placer of Tarnawski et al. (NeurIPS 2020) on their cost graphs:
+accounting.py counts what a split costs (max-load, latency), ideals.py finds the blocks and the
+ideals of their DAG, dp.py runs the dynamic program over chains of ideals."""

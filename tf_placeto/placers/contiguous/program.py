@@ -1,0 +1,363 @@
+"""Integer programs over any split of a `CostGraph` (Tarnawski et al.'s ip.py and lip.py), on
+HiGHS through highspy.
+
+The DP (dp.py) is exact over contiguous splits only. The max-load program drops that rule; the
+latency program keeps it for accelerators alone, as lip.py does, since a call that feeds itself
+through another device cannot run. Each colour class is one set of variables. The devices are
+interchangeable, and left so: HiGHS finds that symmetry itself, and did better with it whole
+than with an order imposed on the devices (gaps at 60 s lower on each of five layer graphs that
+did not close, 0.84% against 1.79% on GNMT training). Times are scaled by the start's value,
+and the start is handed to HiGHS, so the answer is never worse than it.
+
+With the goal only bounding the loads from above, HiGHS' dual bound hardly moves past the LP's
+(on GNMT's layer graph, 5% under the best split after 30 s). A cap on every load, a constant,
+makes each load row a knapsack that HiGHS cuts and probes: there, a cap 1.6% over that bound
+was proved infeasible in 4 s. So the search is a bisection over caps between the proven bound
+and the best split, each probe a HiGHS run that either finds a split under the cap, proves there
+is none (the cap is a bound), or times out with its own dual bound (a bound too, up to the cap).
+The latency program also bounds the latency by the work along each path, rows without big-M.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Callable, Optional
+
+import highspy
+import numpy as np
+import scipy.sparse
+
+from tf_placeto.errors import PlacementError
+from tf_placeto.graph.cost_graph import CostGraph
+from tf_placeto.placers.contiguous.accounting import infeasibility, latency, max_load
+from tf_placeto.placers.optimal.program import new_highs, report_progress
+
+# Slack on a cap, above HiGHS' feasibility tolerance, so that a split at the cap stays.
+_CAP_SLACK = 1e-6
+# Each probe's share of the time left (under 2 s left, all of it).
+_PROBE_SHARE = 1 / 3
+
+
+def solve_max_load_program(graph: CostGraph, start=None, time_limit_s: float = 60.0,
+                           progress: Optional[Callable[[float, float], None]] = None,
+                           rel_gap: float = 1e-4):
+    """(max-load, assignment, info) of the best split of `graph`, contiguous or not, found
+    within `time_limit_s` (or once within `rel_gap` of the optimum); (inf, None, info) when
+    none fits.
+
+    start: a feasible assignment (the DP's, say): the answer is never worse. progress(
+    incumbent, bound) follows the search. info: bound (proven lower bound on the optimum), gap
+    ((max-load - bound) / max-load), seconds, status ("optimal" within rel_gap, "time limit"
+    or "infeasible"), probes (HiGHS runs), columns and rows (of the last).
+    """
+    return _search(graph, graph.n_devices, _max_load_model, functools.partial(max_load, graph),
+                   start, time_limit_s, progress, rel_gap)
+
+
+def solve_latency_program(graph: CostGraph, start=None, time_limit_s: float = 60.0,
+                          progress: Optional[Callable[[float, float], None]] = None,
+                          rel_gap: float = 1e-4):
+    """(latency, assignment, info) of the best split under accounting.latency (one call per
+    accelerator, on a convex set of nodes; CPUs unlimited), as solve_max_load_program gives
+    its optimum. The CPU nodes all go to device k, the first CPU."""
+    return _search(graph, graph.max_accelerators + (graph.max_cpus > 0), _latency_model,
+                   functools.partial(latency, graph), start, time_limit_s, progress, rel_gap)
+
+
+def _max_load_model(graph: CostGraph, classes: "_Classes", scale: float, cap: float):
+    """(builder, x, goal): the busiest device's load, every load at most `cap` (scaled)."""
+    k, n_devices = graph.max_accelerators, graph.n_devices
+    b = _Builder()
+    x = classes.assignment(b, graph, n_devices)
+    payer, cost, pair_payer, pair_reader = _payers(graph)
+    # z[g, a]: payer group g's output crosses accelerator a's boundary, one way or the other
+    z = b.columns((len(payer), k))
+    goal = b.columns(1, upper=cap)[0]
+    for a in range(k):
+        inside, reader, cross = x[payer, a], x[pair_reader, a], z[pair_payer, a]
+        b.rows(0.0, np.inf, [cross, reader, inside[pair_payer]], [1.0, -1.0, 1.0])
+        b.rows(0.0, np.inf, [cross, inside[pair_payer], reader], [1.0, -1.0, 1.0])
+        load = [x[:, a], z[:, a]], [classes.accel / scale, cost / scale]
+        b.row(-np.inf, cap, *load)
+        b.row(-np.inf, 0.0, load[0] + [[goal]], load[1] + [-1.0])
+    for c in range(k, n_devices):
+        b.row(-np.inf, cap, [x[:, c]], [classes.cpu / scale])
+        b.row(-np.inf, 0.0, [x[:, c], [goal]], [classes.cpu / scale, -1.0])
+    return b, x, goal
+
+
+def _latency_model(graph: CostGraph, classes: "_Classes", scale: float, cap: float):
+    """(builder, x, goal): lip.py's latency, every time at most `cap` (scaled), which is also
+    the big-M of its rows that hold only for some assignments."""
+    k, n = graph.max_accelerators, graph.n_nodes
+    n_columns = k + (graph.max_cpus > 0)
+    b = _Builder()
+    x = classes.assignment(b, graph, n_columns)
+    node_x = x[graph.color_class]
+    src, dst = graph.edge_src, graph.edge_dst
+    split = graph.color_class[src] != graph.color_class[dst]
+    src, dst = src[split], dst[split]
+    # in[u, a]: u is off a and feeds it; out[u, a]: u is on a and feeds another device
+    feeders = np.unique(src)
+    row_of = np.full(n, -1)
+    row_of[feeders] = np.arange(feeders.size)
+    comm_in = b.columns((feeders.size, k))
+    comm_out = b.columns((feeders.size, k))
+    cost = graph.output_cost[feeders] / scale
+    begin, finish = b.columns(k, upper=cap), b.columns(k, upper=cap)
+    done = b.columns(n, upper=cap)          # when each node's output is ready
+    goal = b.columns(1, upper=cap)[0]
+    for a in range(k):
+        here_u, here_v = node_x[src, a], node_x[dst, a]
+        b.rows(0.0, np.inf, [comm_in[row_of[src], a], here_v, here_u], [1.0, -1.0, 1.0])
+        b.rows(0.0, np.inf, [comm_out[row_of[src], a], here_u, here_v], [1.0, -1.0, 1.0])
+        load = [x[:, a], comm_in[:, a], comm_out[:, a]], [classes.accel / scale, cost, cost]
+        b.row(-np.inf, cap, *load)
+        b.row(0.0, 0.0, load[0] + [[finish[a]], [begin[a]]], load[1] + [-1.0, 1.0])
+        # the call starts once each input is ready; its nodes are ready when it ends
+        b.rows(-cap, np.inf, [np.full(feeders.size, begin[a]), done[feeders], comm_in[:, a]],
+               [1.0, -1.0, -cap])
+        b.rows(-cap, np.inf, [done, np.full(n, finish[a]), node_x[:, a]], [1.0, -1.0, -cap])
+        _convex_rows(b, graph, node_x[:, a])
+    # path[v]: the work along a path to v, each node at its device's time, which the latency
+    # is at least (a path's nodes on one accelerator are all in its call); no big-M, so it
+    # holds the relaxation up where `done` does not
+    path = b.columns(n, upper=cap)
+    accel = graph.accel_latency / scale
+    work = [node_x[:, a] for a in range(k)], [accel] * k
+    if n_columns > k:
+        on_cpu = node_x[:, k]
+        cpu = graph.cpu_latency / scale
+        work = work[0] + [on_cpu], work[1] + [cpu]
+        b.rows(0.0, np.inf, [done, on_cpu], [1.0, -cpu])
+        b.rows(0.0, np.inf, [done[graph.edge_dst], done[graph.edge_src],
+                             on_cpu[graph.edge_dst]], [1.0, -1.0, -cpu[graph.edge_dst]])
+    else:
+        b.rows(0.0, np.inf, [done[graph.edge_dst], done[graph.edge_src]], [1.0, -1.0])
+    b.rows(0.0, np.inf, [path] + work[0], [1.0] + [-w for w in work[1]])
+    d = graph.edge_dst
+    b.rows(0.0, np.inf, [path[d], path[graph.edge_src]] + [w[d] for w in work[0]],
+           [1.0, -1.0] + [-w[d] for w in work[1]])
+    b.rows(0.0, np.inf, [np.full(n, goal), done], [1.0, -1.0])
+    b.rows(0.0, np.inf, [np.full(n, goal), path], [1.0, -1.0])
+    return b, x, goal
+
+
+class _Classes:
+    """Per colour class: its nodes' sums, and which columns it may take (an accelerator only if
+    it can run the class and hold it)."""
+
+    def __init__(self, graph: CostGraph, n_columns: int):
+        cls = graph.color_class
+        n = int(cls.max()) + 1
+        self.accel, self.cpu, self.size = (np.bincount(cls, weights=w, minlength=n) for w in
+                                           (graph.accel_latency, graph.cpu_latency, graph.size))
+        supported = np.bincount(cls, weights=~graph.supported, minlength=n) == 0
+        on_accel = supported & (self.size <= graph.memory_per_accelerator)
+        self.upper = np.ones((n, n_columns))
+        self.upper[~on_accel, :graph.max_accelerators] = 0.0
+        # More than any split's max-load or latency: all work at its slowest, every crossing
+        # paid on every accelerator.
+        self.worst = float(np.maximum(self.accel, self.cpu).sum()
+                           + max(graph.max_accelerators, 1) * graph.output_cost.sum())
+
+    def assignment(self, b: "_Builder", graph: CostGraph, n_columns: int) -> np.ndarray:
+        """x[c, d] = 1 when class c is on column d: one each, memory within capacity."""
+        x = b.columns((self.upper.shape[0], n_columns), upper=self.upper, integral=True)
+        b.rows(1.0, 1.0, list(x.T), [1.0] * n_columns)
+        capacity = graph.memory_per_accelerator
+        if self.size.sum() > capacity:
+            unit = max(capacity, 1.0)
+            for a in range(graph.max_accelerators):
+                b.row(-np.inf, capacity / unit, [x[:, a]], [self.size / unit])
+        return x
+
+    def columns(self, graph: CostGraph, assignment, n_columns: int) -> np.ndarray:
+        """Each class's column under `assignment` (every CPU to the one CPU column, if so)."""
+        column = np.empty(self.upper.shape[0], np.int64)
+        column[graph.color_class] = np.minimum(assignment, n_columns - 1)
+        return column
+
+
+class _Builder:
+    """Columns and rows of a program, gathered as triplets for highspy."""
+
+    def __init__(self):
+        self.n_columns = self.n_rows = 0
+        self.lower, self.upper, self.integral = [], [], []
+        self.entries, self.row_lower, self.row_upper = [], [], []
+
+    def columns(self, shape, upper=1.0, integral=False) -> np.ndarray:
+        index = self.n_columns + np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        self.n_columns += index.size
+        self.lower.append(np.zeros(index.size))
+        self.upper.append(np.broadcast_to(np.asarray(upper, float), index.shape).ravel())
+        self.integral.append(np.full(index.size, integral))
+        return index
+
+    def rows(self, lower, upper, columns, coefficients) -> None:
+        """lower <= sum of coefficient * column <= upper, a row per entry of each column
+        array; a coefficient is a number or one per row."""
+        n = len(columns[0])
+        index = self.n_rows + np.arange(n)
+        for column, coefficient in zip(columns, coefficients):
+            self.entries.append((index, np.asarray(column, np.int64),
+                                 np.broadcast_to(np.asarray(coefficient, float), (n,))))
+        self.row_lower.append(np.full(n, float(lower)))
+        self.row_upper.append(np.full(n, float(upper)))
+        self.n_rows += n
+
+    def row(self, lower, upper, columns, coefficients) -> None:
+        """One row: the terms of each column array, with a coefficient each or one for all."""
+        for column, coefficient in zip(columns, coefficients):
+            column = np.asarray(column, np.int64).ravel()
+            self.entries.append((np.full(column.size, self.n_rows), column,
+                                 np.broadcast_to(np.asarray(coefficient, float),
+                                                 column.shape)))
+        self.row_lower.append(np.array([float(lower)]))
+        self.row_upper.append(np.array([float(upper)]))
+        self.n_rows += 1
+
+    def matrix(self) -> scipy.sparse.csc_array:
+        row, column, value = (np.concatenate(a) for a in zip(*self.entries))
+        kept = value != 0
+        return scipy.sparse.csc_array((value[kept], (row[kept], column[kept])),
+                                      shape=(self.n_rows, self.n_columns))
+
+
+def _payers(graph: CostGraph):
+    """Who pays for crossings, in groups that pay alike: nodes with a cost and readers in other
+    classes, grouped by their class and the set of those classes (each group's summed cost).
+    Returns (class, cost) per group and the (group, reader class) pairs."""
+    cls = graph.color_class
+    n_classes = int(cls.max()) + 1
+    src, dst = graph.edge_src, graph.edge_dst
+    keep = (cls[src] != cls[dst]) & (graph.output_cost[src] > 0)
+    pairs = np.unique(src[keep] * n_classes + cls[dst[keep]])
+    node, reader = pairs // n_classes, pairs % n_classes
+    groups = {}
+    for u in np.unique(node):
+        key = (int(cls[u]), tuple(reader[node == u].tolist()))
+        groups[key] = groups.get(key, 0.0) + graph.output_cost[u]
+    payer = np.array([c for c, _ in groups], np.int64)
+    cost = np.array(list(groups.values()), float)
+    pair_payer = np.array([g for g, (_, readers) in enumerate(groups) for _ in readers],
+                          np.int64)
+    pair_reader = np.array([r for _, readers in groups for r in readers], np.int64)
+    return payer, cost, pair_payer, pair_reader
+
+
+def _convex_rows(b: _Builder, graph: CostGraph, on) -> None:
+    """Rows that keep the nodes with `on` (a column per node) convex, as lip.py does: w is at
+    least `on`, never grows along an edge, and is 0 past an edge that leaves the set."""
+    w = b.columns(graph.n_nodes)
+    src, dst = graph.edge_src, graph.edge_dst
+    b.rows(0.0, np.inf, [w, on], [1.0, -1.0])
+    b.rows(0.0, np.inf, [w[src], w[dst]], [1.0, -1.0])
+    split = graph.color_class[src] != graph.color_class[dst]
+    b.rows(-1.0, np.inf, [on[dst[split]], on[src[split]], w[dst[split]]], [1.0, -1.0, -1.0])
+
+
+def _scale(graph: CostGraph, start, value, classes: _Classes) -> float:
+    """The start's value, which the program's times are divided by; without a start, a value
+    above any split's. A start that breaks a rule of the instance is refused."""
+    if start is None:
+        return classes.worst or 1.0
+    why = infeasibility(graph, np.asarray(start))
+    if why is not None:
+        raise PlacementError(f"the start is not a split of {graph.source or 'the graph'}: {why}")
+    return value(start) or 1.0
+
+
+def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s, progress,
+            rel_gap):
+    """The bisection over caps of the module's docstring: (value, assignment, info)."""
+    began = time.perf_counter()
+    deadline = began + time_limit_s
+    classes = _Classes(graph, n_columns)
+    scale = _scale(graph, start, value, classes)
+    best, assignment = np.inf, None
+    if start is not None:
+        best, assignment = value(start), np.asarray(start, np.int64)
+    lower, cap = 0.0, 1.0 + _CAP_SLACK          # scaled; a split of value `scale` fits
+    probes = 0
+    while True:
+        b, x, goal = build(graph, classes, scale, cap)
+        hint = None
+        if assignment is not None and best <= cap * scale:
+            hint = classes.columns(graph, assignment, n_columns)
+        remaining = deadline - time.perf_counter()
+        report = None if progress is None else functools.partial(
+            _combined, progress, scale, best, lower, cap)
+        found, bound, infeasible = _run(b, x, goal, lower, hint, remaining * _PROBE_SHARE
+                                        if remaining > 2.0 else remaining, rel_gap, report)
+        probes += 1
+        resolved = infeasible
+        if found is not None:
+            split = found[graph.color_class]
+            try:
+                load = value(split) if infeasibility(graph, split) is None else np.inf
+            except PlacementError:                  # the latency of a cyclic split
+                load = np.inf
+            if load < best:
+                best, assignment = load, split
+            resolved = True
+        lower = max(lower, cap if infeasible else min(cap, bound))
+        # a probe that ran out of time aims lower: refuting a cap is what it did not manage
+        cap = (lower + (best / scale if resolved else cap)) / 2.0
+        if cap * scale >= best * (1.0 - rel_gap / 2) or time.perf_counter() >= deadline - 0.05:
+            break
+    bound = min(lower * scale, best)
+    if not np.isfinite(best):
+        status = "infeasible" if lower >= 1.0 else "time limit"
+    else:
+        status = "optimal" if bound >= best * (1.0 - rel_gap) else "time limit"
+    return best, assignment, {
+        "bound": bound, "gap": (best - bound) / best if 0 < best < np.inf else
+        float(best > 0) * np.inf, "seconds": time.perf_counter() - began, "status": status,
+        "probes": probes, "columns": b.n_columns, "rows": b.n_rows}
+
+
+def _combined(progress, scale, best, lower, cap, incumbent, bound):
+    """progress() of the whole search from one probe's incumbent and bound (scaled)."""
+    progress(min(best, incumbent * scale), max(lower, min(cap, bound)) * scale)
+
+
+def _run(b: _Builder, x, goal, lower, hint, time_limit_s, rel_gap, report):
+    """One HiGHS run with the goal at least `lower`, from `hint` (each class's column) if
+    any: (each class's column in the best solution or None, the dual bound (0 if none),
+    whether no solution exists)."""
+    highs = new_highs()
+    for name, setting in (("output_flag", False), ("threads", 1), ("mip_rel_gap", rel_gap),
+                          ("time_limit", max(float(time_limit_s), 0.01))):
+        highs.setOptionValue(name, setting)
+    model = highspy.HighsLp()
+    model.num_col_, model.num_row_ = b.n_columns, b.n_rows
+    cost, lowest, highest = np.zeros(b.n_columns), np.concatenate(b.lower), np.concatenate(b.upper)
+    cost[goal], lowest[goal] = 1.0, min(lower, highest[goal])
+    model.col_cost_, model.col_lower_, model.col_upper_ = cost, lowest, highest
+    model.row_lower_ = np.concatenate(b.row_lower)
+    model.row_upper_ = np.concatenate(b.row_upper)
+    matrix = b.matrix()
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.start_, model.a_matrix_.index_ = matrix.indptr, matrix.indices
+    model.a_matrix_.value_ = matrix.data
+    kinds = highspy.HighsVarType
+    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous
+                          for i in np.concatenate(b.integral)]
+    highs.passModel(model)
+    if hint is not None:
+        values = np.zeros(x.shape)
+        values[np.arange(x.shape[0]), hint] = 1.0
+        highs.setSolution(x.size, x.ravel().astype(np.int32), values.ravel())
+    if report is not None:
+        report_progress(highs, report)
+    highs.run()
+    info = highs.getInfo()
+    found = None
+    if info.primal_solution_status == 2:            # kSolutionStatusFeasible
+        found = np.argmax(np.array(highs.getSolution().col_value)[x], axis=1)
+    bound = float(info.mip_dual_bound)
+    infeasible = highs.getModelStatus() == highspy.HighsModelStatus.kInfeasible
+    return found, bound if np.isfinite(bound) else 0.0, infeasible
