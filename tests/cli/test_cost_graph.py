@@ -99,3 +99,12 @@ def test_under_latency_the_program_is_at_or_below_their_greedy(instance, cli_her
     rows = {row["method"]: row for row in json.loads(compared.stdout)}
     assert summary["latency"] == pytest.approx(rows["optimal"]["latency"])
     assert rows["optimal"]["latency"] <= rows["greedy"]["latency"] + 1e-9
+
+
+@pytest.mark.parametrize("command", [["measure"], ["profile"],
+                                     ["apply", "--placement", "p.json", "--out", "o"]])
+def test_the_commands_that_run_a_graph_say_a_cost_graph_runs_nothing(instance, command,
+                                                                      cli_here):
+    result = cli_here(command[0], instance, *command[1:])
+    assert result.returncode == 2 and "runs nothing: inspect, place, show and compare take it" \
+        in result.stderr, result.stderr

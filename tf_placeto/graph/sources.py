@@ -15,6 +15,7 @@ from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
 from tf_placeto.errors import SourceError
+from tf_placeto.graph.cost_graph import is_cost_graph_file
 from tf_placeto.examples import registry
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -136,6 +137,9 @@ def _load_path(path: str, signature: Optional[str], tag_set: Optional[str]) -> L
     if not os.path.isfile(path):        # reading a pipe would wait for a writer
         raise SourceError(f"{path}: neither a file nor a folder (a pipe, socket or device): "
                           "give a SavedModel folder or a graph file")
+    if is_cost_graph_file(path):
+        raise SourceError(f"{path}: a cost graph (Tarnawski et al.'s format) carries its own "
+                          "costs and runs nothing: inspect, place, show and compare take it")
     data = _read_file(path)
     if not data:
         raise SourceError(f"{path}: the file is empty")
