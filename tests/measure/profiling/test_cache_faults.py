@@ -156,24 +156,20 @@ def test_damaged_links_are_timed_again_not_copied_into_the_profile(graph, runtim
 
 
 def test_measure_simulate_after_links_cut_short_succeeds_with_the_fresh_answer(
-        mlp_model, graph, tmp_path, capfd, monkeypatch):
+        mlp_model, graph, tmp_path, cli_here):
     """The reported failure: with the links cut short (the runtime's and the profile's
     copy), every later `measure --simulate` failed with "the profile has no link
     measurement", the first after saying the profile was damaged."""
-    from tf_placeto import cli
-
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS"):      # main() sets defaults
-        monkeypatch.setenv(name, os.environ.get(name, ""))
     split = tmp_path / "split.json"
     split.write_text(json.dumps(round_robin(tp.group(graph, max_groups=4))))
     cache = str(tmp_path / "cache")
 
     def measure():
-        capfd.readouterr()
-        code = cli.main(["measure", mlp_model, "--devices", "2", "--simulate", "--json",
-                         "--placement", str(split), "--cache", cache])
-        out, err = capfd.readouterr()
-        return code, json.loads(out)[0]["step_time_s"] if code == 0 else None, err
+        result = cli_here("measure", mlp_model, "--devices", "2", "--simulate", "--json",
+                          "--placement", str(split), "--cache", cache)
+        code = result.returncode
+        return code, json.loads(result.stdout)[0]["step_time_s"] if code == 0 else None, \
+            result.stderr
 
     code, fresh_step, _ = measure()
     assert code == 0
