@@ -168,16 +168,26 @@ def place(path: str, method: str = DP, objective: str = THROUGHPUT,
     with `out`, its placement file ({node name: device}) is written there, the path checked
     before any work (`overwrite` replaces only a placement file)."""
     spec = _method(method, objective)
+    if spec.objectives and objective not in spec.objectives:
+        wanted = "max-load: pass --objective throughput" if spec.objectives == (THROUGHPUT,) \
+            else "latency: pass --objective latency"
+        raise InputError(f"method {method} minimises the {wanted}")
     if out is not None:
         check_placement_path(out, path, overwrite)
-    graph = read_cost_graph(path)
-    started = time.perf_counter()
-    assignment, info = spec.decide(graph, objective, time_limit_s)
-    result = score(graph, assignment, path, method, objective, time.perf_counter() - started,
-                   info)
-    if out is not None and assignment is not None:
+    result = _decided(read_cost_graph(path), path, spec, objective, time_limit_s)
+    if out is not None and result.assignment is not None:
         result.out = write_placement(result, out)
     return result
+
+
+def _decided(graph: CostGraph, path: str, spec: CostGraphMethod, objective: str,
+             time_limit_s: float) -> CostGraphResult:
+    """`spec`'s split, timed and scored (a method that optimises the other objective still
+    gives a split, scored under both)."""
+    started = time.perf_counter()
+    assignment, info = spec.decide(graph, objective, time_limit_s)
+    return score(graph, assignment, path, spec.name, objective,
+                 time.perf_counter() - started, info)
 
 
 def show(path: str, placement_file: str) -> CostGraphResult:
@@ -191,17 +201,14 @@ def compare(paths: Sequence[str], methods: Optional[Sequence[str]] = None,
             progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
     """One row per (cost graph, method): its max-load and latency, their ratios to the DP's
     (throughput) or the best row's (latency), how long it took to decide."""
-    methods = list(methods or METHODS)
-    for method in methods:
-        if method not in METHODS:
-            raise InputError(f"unknown method {method!r} for a cost graph; methods: "
-                             f"{', '.join(METHODS)}")
+    specs = [_method(method, objective) for method in methods or METHODS]
     rows = []
     for path in paths:
-        for method in methods:
-            progress(f"{path}: {method}")
-            result = place(path, method, objective, time_limit_s)
-            rows.append({"graph": path, "method": method, "max_load": result.max_load,
+        graph = read_cost_graph(path)
+        for spec in specs:
+            progress(f"{path}: {spec.name}")
+            result = _decided(graph, path, spec, objective, time_limit_s)
+            rows.append({"graph": path, "method": spec.name, "max_load": result.max_load,
                          "latency": result.latency, "decide_s": result.decide_s,
                          "gap": result.info.get("gap"), "reason": result.reason or ""})
     table = pd.DataFrame(rows)
@@ -260,9 +267,4 @@ def _method(name: str, objective: str) -> CostGraphMethod:
     if name not in METHODS:
         raise InputError(f"unknown method {name!r} for a cost graph; methods: "
                          f"{', '.join(METHODS)}")
-    spec = METHODS[name]
-    if spec.objectives and objective not in spec.objectives:
-        wanted = "max-load: pass --objective throughput" if spec.objectives == (THROUGHPUT,) \
-            else "latency: pass --objective latency"
-        raise InputError(f"method {name} minimises the {wanted}")
-    return spec
+    return METHODS[name]

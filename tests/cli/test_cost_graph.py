@@ -108,3 +108,14 @@ def test_the_commands_that_run_a_graph_say_a_cost_graph_runs_nothing(instance, c
     result = cli_here(command[0], instance, *command[1:])
     assert result.returncode == 2 and "runs nothing: inspect, place, show and compare take it" \
         in result.stderr, result.stderr
+
+
+def test_compare_scores_every_method_under_both_objectives(instance, cli_here):
+    """Methods that minimise the other objective still give a split, scored under both."""
+    result = cli_here("compare", instance, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert {row["method"] for row in rows} == {"dp", "optimal", "greedy", "one_accelerator",
+                                               "local_search", "pipedream"}
+    assert all(row["latency"] > 0 and row["max_load"] > 0 for row in rows)
+    assert min(row["vs_best"] for row in rows) == pytest.approx(1.0)
