@@ -199,8 +199,8 @@ def show(path: str, placement_file: str) -> CostGraphResult:
 def compare(paths: Sequence[str], methods: Optional[Sequence[str]] = None,
             objective: str = THROUGHPUT, time_limit_s: float = OPTIMAL_TIME_LIMIT_S,
             progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
-    """One row per (cost graph, method): its max-load and latency, their ratios to the DP's
-    (throughput) or the best row's (latency), how long it took to decide."""
+    """One row per (cost graph, method): its max-load and latency, and `vs_best`, the
+    objective's figure over the best row's of that graph; how long it took to decide."""
     specs = [_method(method, objective) for method in methods or METHODS]
     rows = []
     for path in paths:
