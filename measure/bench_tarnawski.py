@@ -5,6 +5,7 @@ the integer programs over any split, and their baselines.
                                       [--only NAME ...] [--skip-theirs NAME ...]
                                       [--their-timeout 900] [--their-memory-gb 16]
                                       [--ip-seconds 60] [--no-latency]
+                                      [--project NAME ...]
 
 INSTANCES is the folder of their published inputs (throughput-inputs/, human-experts/). For
 each throughput instance: its nodes, our blocks and ideals, our DP's max-load and median
@@ -20,11 +21,12 @@ memory (16 GB).
 Then, on each throughput instance: the integer program over any split (program.py) started
 from the DP's split, its max-load, proven gap and seconds (`--ip-seconds` each); their
 baselines (baselines.py: everything on one accelerator, local search with 10 restarts, the
-PipeDream-style partitioner); and each over the DP's max-load (below 1: better than the best
-contiguous split). On each latency instance (latency-inputs/): the latency of their greedy, of
-the DP's split and of the experts', and the latency program's from the best of those, with its
-gap and seconds, each over the greedy's. Target: the program at or below the greedy and the
-experts.
+PipeDream-style partitioner); the project's placers on the graph's PlacementProblem
+(cost_graphs.METHODS; by default the fast ones, `--project` names others); and each over the
+DP's max-load (below 1: better than the best contiguous split). On each latency instance
+(latency-inputs/): the latency of their greedy, of the DP's split and of the experts', and the
+latency program's from the best of those, with its gap and seconds, each over the greedy's.
+Target: the program at or below the greedy and the experts.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ import pandas as pd
 
 from measure import say
 from tf_placeto.errors import PlacementError
-from tf_placeto.graph.cost_graph import read_cost_graph, read_expert_split
+from tf_placeto.cost_graphs import METHODS, Request
+from tf_placeto.graph.cost_graph import expert_file, read_cost_graph, read_expert_split
 from tf_placeto.log import progress, ticking
 from tf_placeto.placers.contiguous.accounting import infeasibility, latency, max_load
 from tf_placeto.placers.contiguous.baselines import (greedy_latency, local_search,
@@ -57,6 +60,8 @@ from tf_placeto.placers.contiguous.program import (solve_latency_program,
 # The nodes whose out-edges their dp.cpp leaves out of PipeDream's biconnected components, by
 # node id, for the graphs it knows by their node counts (BERT-24's and GNMT's layer graphs).
 THEIR_PIPEDREAM_IGNORE = {"bert24": (4, 37), "gnmt": (2, 100, 40, 137, 46, 142)}
+# The project's placers (cost_graphs.METHODS) that decide within seconds on every instance.
+PROJECT_PLACERS = ("metis", "m_topo", "m_etf", "m_sct", "heft")
 # The DP's split is a latency baseline where it has at most this many ideals: with memory
 # binding, Inception-V3's 36,596 take minutes.
 LATENCY_DP_IDEALS = 20_000
@@ -83,9 +88,10 @@ def program(solve, graph, start, seconds: float, name: str):
     return value, info
 
 
-def against_dp(graph, path: pathlib.Path, name: str, dp_load: float, dp_split, seconds):
-    """The program over any split from the DP's split, and their baselines, each with its
-    max-load over the DP's."""
+def against_dp(graph, path: pathlib.Path, name: str, dp_load: float, dp_split, seconds,
+               project=()):
+    """The program over any split from the DP's split, their baselines and the project's
+    placers named in `project` (cost_graphs.METHODS), each with its max-load over the DP's."""
     ip, info = program(solve_max_load_program, graph, dp_split, seconds, name)
     ignore = None
     if path.parent.name == "LayerGraphs":
@@ -94,7 +100,10 @@ def against_dp(graph, path: pathlib.Path, name: str, dp_load: float, dp_split, s
     row = {"instance": name, "dp": dp_load, "ip": ip, "ip_gap": info["gap"],
            "ip_s": info["seconds"], "one": one_accelerator(graph)[0],
            "local": local_search(graph)[0], "pipedream": pipedream(graph, ignore)[0]}
-    row.update({f"{key}/dp": row[key] / dp_load for key in ("ip", "one", "local", "pipedream")})
+    for method in project:
+        row[method] = max_load(graph, METHODS[method].decide(graph, Request())[0])
+    row.update({f"{key}/dp": row[key] / dp_load
+                for key in ("ip", "one", "local", "pipedream", *project)})
     return row
 
 
@@ -111,7 +120,7 @@ def latency_row(instances: pathlib.Path, path: pathlib.Path, seconds: float):
         notes.append(f"DP: over {LATENCY_DP_IDEALS:,} ideals")
     values = {key: latency(graph, split) if split is not None else float("nan")
               for key, split in splits.items()}
-    expert = expert_file(instances, path)
+    expert = expert_file(instances / "human-experts", path)
     if expert is not None:
         # Their greedy.cpp counts the experts' latency whatever the instance's memory and
         # accelerators: so here, on the graph widened to the experts' accelerators.
@@ -161,17 +170,6 @@ def theirs(binary: str, path: pathlib.Path, timeout: float, memory_gb: float):
     return took, float(result["maxLoad"]), split
 
 
-def expert_file(instances: pathlib.Path, path: pathlib.Path):
-    """The experts' split of a layer graph, if any: its own, else its inference graph's."""
-    if path.parent.name != "LayerGraphs":
-        return None
-    for stem in (path.stem, path.stem.replace("_training", "_inference")):
-        candidate = instances / "human-experts" / f"{stem}_expert.json"
-        if candidate.exists():
-            return candidate
-    return None
-
-
 def recount(graph, split: dict) -> float:
     """Their split's max-load by our accounting (CPU: -1 in `split`)."""
     index = graph.index_of()
@@ -197,6 +195,12 @@ def main(argv=None) -> int:
                         help="time limit of each integer program")
     parser.add_argument("--no-latency", action="store_true",
                         help="leave out the latency instances")
+    parser.add_argument("--project", nargs="*", default=list(PROJECT_PLACERS), metavar="NAME",
+                        choices=list(METHODS),
+                        help="the project's placers whose max-load the second table adds "
+                             f"(default {' '.join(PROJECT_PLACERS)}: seconds each; "
+                             "hill_climb takes 30 s a graph, placeto minutes on an operator "
+                             "graph)")
     args = parser.parse_args(argv)
 
     paths = sorted((args.instances / "throughput-inputs").glob("*/*.json"))
@@ -233,7 +237,7 @@ def main(argv=None) -> int:
                         their_note = f"their split recounts to {recounted:.6g}"
             say(f"{name}: ours {our_times[-1]:.2f} s"
                 + (f", theirs {their_times[-1]:.2f} s" if their_times else ""))
-        expert = expert_file(args.instances, path)
+        expert = expert_file(args.instances / "human-experts", path)
         our_s = statistics.median(our_times)
         their_s = statistics.median(their_times) if their_times else float("nan")
         rows.append({
@@ -243,7 +247,8 @@ def main(argv=None) -> int:
             "same": bool(abs(load - their_load) <= 1e-6 * load) if their_times else None,
             "expert": max_load(graph, read_expert_split(expert, graph)) if expert else None,
             "note": their_note})
-        versus.append(against_dp(graph, path, name, load, split, args.ip_seconds))
+        versus.append(against_dp(graph, path, name, load, split, args.ip_seconds,
+                                 args.project))
         say(f"{name}: program {versus[-1]['ip']:.6g} (gap {versus[-1]['ip_gap']:.2%})")
     print_table(pd.DataFrame(rows).round({"ours_s": 3, "theirs_s": 3, "ours/theirs": 3}))
     print()

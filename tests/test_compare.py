@@ -26,7 +26,8 @@ def workload(small_cnn_model, runtime, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def simulated(workload):
-    return compare([workload], [2, 3], methods.names())
+    return compare([workload], [2, 3], methods.names(),
+                   options={"rnn_budget": 16})      # its default 400: 5 s a count
 
 
 def test_every_method_and_the_bound_for_each_device_count(simulated):

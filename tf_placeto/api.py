@@ -22,7 +22,7 @@ from tf_placeto.graph.importer import import_source
 from tf_placeto.graph.op_graph import OpGraph
 from tf_placeto.graph.sources import Source, load_source
 from tf_placeto.measure.profiling import fitting
-from tf_placeto.measure.costs.costmodel import graph_profile_directory
+from tf_placeto.measure.costs.costmodel import Link, graph_profile_directory
 from tf_placeto.measure.evaluation.interleaved import Timing, measure_interleaved
 from tf_placeto.measure.evaluation.measurer import MeasureResult, SimulatedMeasurer
 from tf_placeto.measure.profiling.profiler import Profile
@@ -217,6 +217,7 @@ class PlaceResult:
     outcome: Outcome
     out: Optional[str]
     placement_file: Optional[str]
+    link: Optional[Link] = None         # the simulated devices' link, None: the measured ones
 
     @property
     def placement(self) -> Optional[Placement]:
@@ -233,7 +234,9 @@ class PlaceResult:
 
     def summary(self) -> dict:
         """A JSON-ready description (what `tf-placeto place --json` prints): with a real
-        measurement, every candidate measured with its interval, and which one won; what caps
+        measurement, every candidate measured with its interval, and which one won; the
+        devices placed on, their count and `link` (None: the profile's measured links, their
+        median between simulated devices; else the link asked for, as numbers); what caps
         any placement's gain (pipeline.Outcome.limits: `bound_saving`, the most of the step
         any placement can save by the profile's bound, and on a cluster `split_cost_s` and
         `message_cost_s`, what the calibration charges a step per task and per message)."""
@@ -244,6 +247,8 @@ class PlaceResult:
                    "objective": outcome.problem.objective,
                    "in_flight": outcome.problem.steps_in_flight or None,
                    "devices": outcome.problem.device_names,
+                   "device_count": outcome.problem.n_devices,
+                   "link": None if self.link is None else dataclasses.asdict(self.link),
                    "ops": len(outcome.workload.graph), "groups": len(outcome.workload.groups),
                    "decide_s": outcome.decided.decide_s, "out": self.out,
                    "placement": self.placement_file, "written": outcome.placement is not None,
@@ -271,7 +276,8 @@ def _measured_json(result) -> dict:
 
 
 def place(source, method: str = "auto", target: Optional[Target] = None,
-          search: Optional[Search] = None, *, measure: str = "real", out: Optional[str] = None,
+          search: Optional[Search] = None, *, measure: str = "real",
+          n_devices: Optional[int] = None, link: Optional[str] = None, out: Optional[str] = None,
           placement_out: Optional[str] = None, overwrite: bool = False) -> PlaceResult:
     """Find a placement of `source` on `target` and, optionally, write it.
 
@@ -286,7 +292,12 @@ def place(source, method: str = "auto", target: Optional[Target] = None,
     for real, in turns, and writes a placement only if it is faster than the graph as written
     beyond the noise (otherwise nothing is written, and `placement` is None); "simulate" only
     predicts, and writes the best simulated placement that puts some op elsewhere than the
-    graph as written. out: write the placed copy of SOURCE there; its placement goes beside it
+    graph as written. n_devices: place on this many simulated devices like the profiled ones
+    instead (compare_sources' counts); link: simulate the devices joined by this link instead
+    of the measured one ("[machine:]LAT_US:BYTES_PER_US[:COPY]" or "k80", as `--link` and
+    compare_sources take it). Both describe devices nothing runs on, so they need "simulate"
+    and no `out` (a model placed on them could not run here; `placement_out` writes the
+    placement). out: write the placed copy of SOURCE there; its placement goes beside it
     as OUT.placement.json unless `placement_out` names another file, and is written first.
     Both paths are checked before any work (rewrite.check_output_path,
     rewrite.check_placement_path); `overwrite` replaces only what tf-placeto writes.
@@ -295,13 +306,15 @@ def place(source, method: str = "auto", target: Optional[Target] = None,
     if measure not in ("real", "simulate"):
         raise InputError(f"measure must be 'real' or 'simulate', not {measure!r}")
     methods.spec(method)
+    link = _simulated_devices(n_devices, link, measure, out)
     source = Source.of(source)
     if out is not None:
         check_output_path(source.path, out, overwrite)
     if out is not None or placement_out is not None:
         placement_out = placement_out or f"{out.rstrip(os.sep)}.placement.json"
         check_placement_path(placement_out, source.path, overwrite, out)
-    outcome = pipeline.run(source, target, method, search, measure=measure == "real")
+    outcome = pipeline.run(source, target, method, search, measure=measure == "real",
+                           n_devices=n_devices, link=link)
     if outcome.placement is None:
         out = placement_out = None
     if placement_out is not None:       # first: the search's result survives a failing OUT
@@ -310,4 +323,23 @@ def place(source, method: str = "auto", target: Optional[Target] = None,
         apply_placement(outcome.workload.graph, outcome.placement, out, devices=outcome.devices,
                         overwrite=overwrite)
     return PlaceResult(source=str(source), outcome=outcome, out=out,
-                       placement_file=placement_out)
+                       placement_file=placement_out, link=link)
+
+
+def _simulated_devices(n_devices: Optional[int], link: Optional[str], measure: str,
+                       out: Optional[str]) -> Optional[Link]:
+    """The parsed link, once `place`'s simulated devices are known to be asked for where they
+    can serve: a count of at least 1, only simulated, no model written for them."""
+    if n_devices is not None and (isinstance(n_devices, bool) or not isinstance(n_devices, int)
+                                  or n_devices < 1):
+        raise InputError(f"n_devices must be a whole number of at least 1, not {n_devices!r}")
+    link = Link.parse(link) if link else None
+    if n_devices is None and link is None:
+        return None
+    what = "--counts and --link (n_devices, link) describe simulated devices, which"
+    if measure != "simulate":
+        raise InputError(f"{what} nothing measures: pass --simulate (measure='simulate')")
+    if out is not None:
+        raise InputError(f"{what} this runtime may not have: leave out --out "
+                         "(--placement-out writes the placement)")
+    return link

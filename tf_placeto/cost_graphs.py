@@ -5,24 +5,31 @@ Nothing is run: every figure is computed from the file. Under the throughput obj
 costs its max-load, the busiest device's time per sample of a pipeline; under the latency
 objective, one sample's latency, each accelerator running its part as one call
 (tf_placeto/placers/contiguous/accounting.py). The same lets a user bring a cost graph profiled
-in another framework.
+in another framework. Their methods and baselines split it, and so do the project's placers,
+on the graph as a PlacementProblem (placers/contiguous/as_problem.py), judged by the same
+accounting.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from tf_placeto.errors import InputError, PlacementError
+from tf_placeto import methods as project_methods
+from tf_placeto.errors import InputError, PlacementError, SourceError
 from tf_placeto.files import write_atomically
-from tf_placeto.graph.cost_graph import CostGraph, is_cost_graph_file, read_cost_graph
+from tf_placeto.graph.cost_graph import (CostGraph, device_names, expert_file,
+                                         is_cost_graph_file, node_names, read_cost_graph,
+                                         read_expert_split)
 from tf_placeto.placers.contiguous import baselines
 from tf_placeto.placers.contiguous.accounting import device_loads, infeasibility, latency
+from tf_placeto.placers.contiguous.as_problem import placement_problem
 from tf_placeto.placers.contiguous.dp import solve_max_load
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
                                                    solve_max_load_program)
@@ -30,44 +37,85 @@ from tf_placeto.rewrite import check_placement_path
 
 THROUGHPUT, LATENCY = "throughput", "latency"
 DP, OPTIMAL = "dp", "optimal"
+EXPERTS = "experts"        # compare's row of their experts' split (not a method)
 OPTIMAL_TIME_LIMIT_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
+class Request:
+    """What a split is asked for: the objective, the integer programs' time limit, and the
+    seed and options (surface names: budget, policy, start) of the project's placers."""
+
+    objective: str = THROUGHPUT
+    time_limit_s: float = OPTIMAL_TIME_LIMIT_S
+    seed: int = 0
+    options: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class CostGraphMethod:
-    """A way to split a cost graph: decide(graph, objective, time_limit_s) -> (assignment or
-    None when nothing fits, info); `objectives` are those it optimises (the others only
-    score its split)."""
+    """A way to split a cost graph: decide(graph, request) -> (assignment or None when
+    nothing fits, info); `objectives` are those it optimises (the others only score its
+    split); compare tries it by default unless `opt_in`."""
 
     name: str
     objectives: tuple
     decide: Callable
     help: str
+    opt_in: bool = False
 
 
-def _dp(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+def _dp(graph: CostGraph, request: Request) -> tuple:
     _, assignment, info = solve_max_load(graph)
     return assignment, info
 
 
-def _optimal(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+def _optimal(graph: CostGraph, request: Request) -> tuple:
     """Max-load: the program over any split, started from the DP's (never worse than the
     contiguous optimum). Latency: their latency program, started from their greedy."""
-    if objective == LATENCY:
+    if request.objective == LATENCY:
         _, start = baselines.greedy_latency(graph)
         _, assignment, info = solve_latency_program(graph, start=start,
-                                                    time_limit_s=time_limit_s)
+                                                    time_limit_s=request.time_limit_s)
         return assignment, info
-    start, dp_info = _dp(graph, objective, time_limit_s)
-    _, assignment, info = solve_max_load_program(graph, start=start, time_limit_s=time_limit_s)
+    start, dp_info = _dp(graph, request)
+    _, assignment, info = solve_max_load_program(graph, start=start,
+                                                 time_limit_s=request.time_limit_s)
     return assignment, {**info, "dp_seconds": dp_info["seconds"]}
 
 
 def _baseline(function) -> Callable:
-    def decide(graph: CostGraph, objective: str, time_limit_s: float) -> tuple:
+    def decide(graph: CostGraph, request: Request) -> tuple:
         _, assignment = function(graph)
         return assignment, {}
     return decide
+
+
+def _project(name: str) -> Callable:
+    """The project's placer `name` on the graph's PlacementProblem (as_problem.py), its
+    decision per colour class given to every node of the class. Under throughput the
+    problem's stream holds one sample per device, what keeps a pipeline over all of them
+    full."""
+    def decide(graph: CostGraph, request: Request) -> tuple:
+        problem = placement_problem(graph, request.objective, in_flight=graph.n_devices)
+        decided = project_methods.decide(name, problem, seed=request.seed,
+                                         given=request.options)
+        return problem.op_devices(decided.group_devices), decided.info
+    return decide
+
+
+def _project_method(name: str, opt_in: str = "") -> CostGraphMethod:
+    """The CostGraphMethod of the project's placer `name`; `opt_in`: why compare leaves it
+    out unless --methods names it."""
+    spec = project_methods.spec(name)
+    follows = ("it minimises the project's simulated step (throughput: its stream of one "
+               "sample per device)" if spec.objectives else "it follows neither objective")
+    within = f" within {spec.time_limit_s:g} s" if spec.time_limit_s else ""
+    return CostGraphMethod(
+        name, spec.objectives, _project(name),
+        f"the project's placer: {spec.help}; {follows}{within}, scored under their "
+        "accounting" + (f"; opt-in (--methods): {opt_in}" if opt_in else ""),
+        opt_in=bool(opt_in))
 
 
 METHODS = {method.name: method for method in (
@@ -84,27 +132,16 @@ METHODS = {method.name: method for method in (
                     "their local search: moves of one node while the max-load falls"),
     CostGraphMethod("pipedream", (THROUGHPUT,), _baseline(baselines.pipedream),
                     "PipeDream's partitioner over a topological order"),
+    *(_project_method(name) for name in ("metis", "m_topo", "m_etf", "m_sct", "heft",
+                                         "hill_climb")),
+    _project_method("placeto", "it loads TensorFlow and its policy walks every colour class "
+                               "(minutes on an operator graph of 2,000 nodes, zero-shot)"),
 )}
 
 
 def is_cost_graph(source) -> bool:
     """Whether SOURCE names a cost graph file rather than a TensorFlow graph."""
     return isinstance(source, str) and is_cost_graph_file(source)
-
-
-def device_names(graph: CostGraph) -> list:
-    """The accelerators as /device:GPU:k, then the CPUs as /device:CPU:j."""
-    return ([f"/device:GPU:{k}" for k in range(graph.max_accelerators)]
-            + [f"/device:CPU:{j}" for j in range(graph.max_cpus)])
-
-
-def node_names(graph: CostGraph) -> list:
-    """The names a placement file uses: the file's names where they are all given and
-    distinct, else the node ids."""
-    names = list(graph.names)
-    if all(names) and len(set(names)) == len(names):
-        return names
-    return [str(int(node_id)) for node_id in graph.node_ids]
 
 
 @dataclasses.dataclass
@@ -163,10 +200,12 @@ def score(graph: CostGraph, assignment, source: str = "", method: str = "given",
 
 def place(path: str, method: str = DP, objective: str = THROUGHPUT,
           time_limit_s: float = OPTIMAL_TIME_LIMIT_S, out: Optional[str] = None,
-          overwrite: bool = False) -> CostGraphResult:
+          overwrite: bool = False, seed: int = 0,
+          options: Optional[dict] = None) -> CostGraphResult:
     """The split `method` finds for the cost graph in `path`, scored under both objectives;
     with `out`, its placement file ({node name: device}) is written there, the path checked
-    before any work (`overwrite` replaces only a placement file)."""
+    before any work (`overwrite` replaces only a placement file). `seed` and `options`
+    (Request) go to the project's placers."""
     spec = _method(method, objective)
     if spec.objectives and objective not in spec.objectives:
         wanted = "max-load: pass --objective throughput" if spec.objectives == (THROUGHPUT,) \
@@ -174,20 +213,41 @@ def place(path: str, method: str = DP, objective: str = THROUGHPUT,
         raise InputError(f"method {method} minimises the {wanted}")
     if out is not None:
         check_placement_path(out, path, overwrite)
-    result = _decided(read_cost_graph(path), path, spec, objective, time_limit_s)
+    result = _decided(read_cost_graph(path), path, spec,
+                      Request(objective, time_limit_s, seed, options))
     if out is not None and result.assignment is not None:
         result.out = write_placement(result, out)
     return result
 
 
-def _decided(graph: CostGraph, path: str, spec: CostGraphMethod, objective: str,
-             time_limit_s: float) -> CostGraphResult:
+def _decided(graph: CostGraph, path: str, spec: CostGraphMethod,
+             request: Request) -> CostGraphResult:
     """`spec`'s split, timed and scored (a method that optimises the other objective still
     gives a split, scored under both)."""
     started = time.perf_counter()
-    assignment, info = spec.decide(graph, objective, time_limit_s)
-    return score(graph, assignment, path, spec.name, objective,
+    assignment, info = spec.decide(graph, request)
+    return score(graph, assignment, path, spec.name, request.objective,
                  time.perf_counter() - started, info)
+
+
+def experts(graph: CostGraph, path: str, folder: str,
+            objective: str = THROUGHPUT) -> Optional[CostGraphResult]:
+    """The experts' split of the graph in `path` from their `folder` (human-experts/;
+    expert_file says which file), scored as method EXPERTS; None where the folder has none
+    for it. A split that does not fit the graph (more accelerators than it has, nodes it
+    lacks) is a result without figures, its reason said."""
+    found = expert_file(folder, path)
+    if found is None:
+        return None
+    started = time.perf_counter()
+    try:
+        assignment = read_expert_split(found, graph)
+    except SourceError as exc:
+        result = score(graph, None, path, EXPERTS, objective)
+        result.reason = str(exc)
+        return result
+    return score(graph, assignment, path, EXPERTS, objective, time.perf_counter() - started,
+                 {"split": str(found)})
 
 
 def show(path: str, placement_file: str) -> CostGraphResult:
@@ -198,22 +258,38 @@ def show(path: str, placement_file: str) -> CostGraphResult:
 
 def compare(paths: Sequence[str], methods: Optional[Sequence[str]] = None,
             objective: str = THROUGHPUT, time_limit_s: float = OPTIMAL_TIME_LIMIT_S,
-            progress: Callable[[str], None] = lambda message: None) -> pd.DataFrame:
+            progress: Callable[[str], None] = lambda message: None,
+            experts_folder: Optional[str] = None, seed: int = 0,
+            options: Optional[dict] = None) -> pd.DataFrame:
     """One row per (cost graph, method): its max-load and latency, and `vs_best`, the
-    objective's figure over the best row's of that graph; how long it took to decide."""
-    specs = [_method(method, objective) for method in methods or METHODS]
+    objective's figure over the best row's of that graph among the splits that keep the
+    instance's rules; how long it took to decide.
+    Methods: all but the opt-in ones unless named. With `experts_folder` (their
+    human-experts/), a row "experts" for each graph that has a split there (experts)."""
+    specs = [_method(method, objective) for method in methods or
+             [name for name, spec in METHODS.items() if not spec.opt_in]]
+    if experts_folder is not None and not os.path.isdir(experts_folder):
+        raise InputError(f"--experts {experts_folder}: not a folder (their human-experts/)")
+    request = Request(objective, time_limit_s, seed, options)
     rows = []
     for path in paths:
         graph = read_cost_graph(path)
+        results = []
         for spec in specs:
             progress(f"{path}: {spec.name}")
-            result = _decided(graph, path, spec, objective, time_limit_s)
-            rows.append({"graph": path, "method": spec.name, "max_load": result.max_load,
-                         "latency": result.latency, "decide_s": result.decide_s,
-                         "gap": result.info.get("gap"), "reason": result.reason or ""})
+            results.append(_decided(graph, path, spec, request))
+        if experts_folder is not None:
+            results.append(experts(graph, path, experts_folder, objective))
+        rows.extend({"graph": path, "method": result.method, "max_load": result.max_load,
+                     "latency": result.latency, "decide_s": result.decide_s,
+                     "gap": result.info.get("gap"), "reason": result.reason or "",
+                     "fits": result.assignment is not None
+                     and infeasibility(graph, result.assignment) is None}
+                    for result in results if result is not None)
     table = pd.DataFrame(rows)
     column = "max_load" if objective == THROUGHPUT else "latency"
-    best = table.groupby("graph")[column].transform("min")
+    # the best is a split the instance allows: one over an accelerator's memory is no yardstick
+    best = table[column].where(table.pop("fits")).groupby(table["graph"]).transform("min")
     table["vs_best"] = table[column] / best
     return table
 

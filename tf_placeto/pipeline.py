@@ -23,6 +23,7 @@ import numpy as np
 
 from tf_placeto.devices import DeviceSet, canonical_device
 from tf_placeto.errors import DeviceError
+from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.measure.profiling import fitting
 from tf_placeto.measure.evaluation.interleaved import measure_interleaved
 from tf_placeto.measure.evaluation.measurer import (SimulatedMeasurer, device_indices,
@@ -101,11 +102,12 @@ class Outcome:
 def run(source, target: Optional[Target] = None, method: str = "auto",
         search: Optional[Search] = None, *, measure: bool = True,
         pins: Optional[Mapping[str, str]] = None, n_devices: Optional[int] = None,
-        measure_budget_s: float = MEASURE_BUDGET_S) -> Outcome:
+        link: Optional[Link] = None, measure_budget_s: float = MEASURE_BUDGET_S) -> Outcome:
     """Place `source` (a path, or a graph.sources.Source) with `method` on the devices of
-    `target` (default: this machine's), or on `n_devices` devices like them, simulated, and
-    predict the step as written and as placed. With `measure`, the
-    best few decisions by simulation (method auto: from different placers) and the graph as
+    `target` (default: this machine's), or on simulated devices like them (Workload.problem:
+    `n_devices` of them, default as many, joined by `link` if given instead of the measured
+    links), and predict the step as written and as placed. With `measure`, the best few
+    decisions by simulation (method auto: from different placers) and the graph as
     written are timed for real, in turns (tf_placeto.measure.evaluation.interleaved), and a
     decision is kept only if it is faster than the graph as written beyond the noise: the
     whole 95% interval of its round-by-round ratio lies under 1. That takes at least six rounds
@@ -126,7 +128,7 @@ def run(source, target: Optional[Target] = None, method: str = "auto",
     with target.open() as runtime:
         workload = load_workload(source, runtime, max_groups=search.max_groups,
                                  cache=target.cache)
-        problem = workload.problem(n_devices, target.memory).with_objective(
+        problem = workload.problem(n_devices, target.memory, link).with_objective(
             search.objective, search.in_flight)
         if pins:
             problem = _pinned(problem, workload, pins)

@@ -52,6 +52,8 @@ class TrainingPlan:
     imitate_exact: float = 0.0           # seconds the exact placer may take per problem
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
+    embedding: int = 32                  # the network's width (a group's embedding)
+    rounds: int = 8                      # its rounds of message passing
     warm_start: Optional[str] = None     # a training folder whose weights a new run takes
     starts: Sequence[str] = ("random",)  # starts.START_KINDS; several: each problem from each
     seed: int = 0
@@ -108,6 +110,7 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
         initial = [start[1] for kind in kinds for start in starts[kind]]
         trainer = Trainer(problems * len(kinds), plan.out, TrainingConfig(
             algorithm=plan.algorithm, episodes=plan.episodes, seed=plan.seed,
+            embedding=plan.embedding, rounds=plan.rounds,
             warm_start=plan.warm_start, keep_imitating=plan.keep_imitating,
             keep_imitating_where=plan.keep_imitating_where), initial=initial,
             starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
@@ -126,6 +129,9 @@ def _check(plan: TrainingPlan) -> None:
     if plan.steps < 1 and not plan.imitate and not plan.real_steps:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
                          "--real-steps")
+    for flag in ("embedding", "rounds"):
+        if getattr(plan, flag) < 1:
+            raise InputError(f"--{flag} {getattr(plan, flag)}: the network needs at least 1")
     bad = [n for n in plan.counts if n < 2]
     if bad:
         raise InputError(f"--counts {bad[0]}: a placement needs at least 2 devices")

@@ -69,7 +69,9 @@ def test_the_integer_program_is_never_worse_than_the_dp(instance, cli_here):
     (["place", "--method", "greedy", "--objective", "throughput"],
      "minimises the latency: pass --objective latency"),
     (["place", "--devices", "2"], "names its own devices and memory"),
-    (["place", "--method", "metis"], "unknown method 'metis' for a cost graph"),
+    (["place", "--method", "nonesuch"], "unknown method 'nonesuch' for a cost graph"),
+    (["place", "--method", "heft", "--budget", "-1"], "--budget must be at least 0"),
+    (["compare", "--experts", "missing"], "--experts missing: not a folder"),
     (["show"], "give the split with --placement"),
 ])
 def test_what_a_cost_graph_cannot_take_is_refused_in_one_line(instance, args, message,
@@ -116,6 +118,80 @@ def test_compare_scores_every_method_under_both_objectives(instance, cli_here):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert {row["method"] for row in rows} == {"dp", "optimal", "greedy", "one_accelerator",
-                                               "local_search", "pipedream"}
+                                               "local_search", "pipedream", "metis", "m_topo",
+                                               "m_etf", "m_sct", "heft", "hill_climb"}
     assert all(row["latency"] > 0 and row["max_load"] > 0 for row in rows)
     assert min(row["vs_best"] for row in rows) == pytest.approx(1.0)
+
+
+PROJECT_PLACERS = ["metis", "m_topo", "m_etf", "m_sct", "heft", "hill_climb", "placeto"]
+
+
+@pytest.mark.parametrize("method", PROJECT_PLACERS[:-1])
+def test_the_projects_placers_split_within_the_accelerators_memory(method, tmp_path,
+                                                                   cli_here):
+    """Each accelerator holds one node of 10 bytes: the other two supported nodes go to the
+    CPU with e, as their accounting and the placer's simulator both require."""
+    tight = tmp_path / "tight.json"
+    tight.write_text(json.dumps({**INSTANCE, "maxSizePerFPGA": 10}))
+    out = tmp_path / "split.json"
+    placed = cli_here("place", str(tight), "--method", method, "--objective", "throughput",
+                      "--out", str(out), "--json")
+    assert placed.returncode == 0, placed.stderr
+    summary = json.loads(placed.stdout)
+    assert summary["feasible"] and summary["method"] == method, summary["reason"]
+    split = json.loads(out.read_text())
+    assert sorted(split) == list("abcde") and split["e"] == "/device:CPU:0"
+    assert list(split.values()).count("/device:CPU:0") == 3
+    shown = cli_here("show", str(tight), "--placement", str(out), "--json")
+    assert json.loads(shown.stdout)["max_load"] == summary["max_load"]
+
+
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_compare_takes_every_project_placer_placeto_when_named(instance, objective, cli_here):
+    result = cli_here("compare", instance, "--methods", ",".join(PROJECT_PLACERS),
+                      "--objective", objective, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["method"] for row in rows] == PROJECT_PLACERS
+    assert all(row["reason"] == "" and row["max_load"] >= 6 for row in rows), rows
+
+
+@pytest.fixture
+def experts(tmp_path):
+    """Their folder: the experts split the fork as the DP does; `wide`'s split uses more
+    accelerators than its graph has."""
+    folder = tmp_path / "human-experts"
+    folder.mkdir()
+    split = {"fpgas": [{"nodes": [0, 1]}, {"nodes": [2, 3]}], "cpus": [{"nodes": [4]}]}
+    (folder / "fork_expert.json").write_text(json.dumps(split))
+    wide = {**split, "fpgas": split["fpgas"] + [{"nodes": []}]}
+    (folder / "wide_expert.json").write_text(json.dumps(wide))
+    return str(folder)
+
+
+def test_the_experts_split_is_a_row_of_the_graphs_that_have_one(instance, experts, tmp_path,
+                                                                 cli_here):
+    graphs = {}
+    for name in ("wide", "alone"):
+        graphs[name] = tmp_path / f"{name}.json"
+        graphs[name].write_text(json.dumps(INSTANCE))
+    result = cli_here("compare", instance, str(graphs["wide"]), str(graphs["alone"]),
+                      "--methods", "dp", "--objective", "throughput", "--experts", experts,
+                      "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {(row["graph"], row["method"]): row for row in json.loads(result.stdout)}
+    assert sorted(method for _, method in rows) == ["dp", "dp", "dp", "experts", "experts"]
+    ours = rows[(instance, "experts")]
+    assert (ours["max_load"], ours["latency"], ours["vs_best"], ours["reason"]) == \
+        (9.5, 20, 1, "")
+    theirs = rows[(str(graphs["wide"]), "experts")]
+    assert theirs["max_load"] is None and "uses 3 accelerators" in theirs["reason"]
+    assert (str(graphs["alone"]), "experts") not in rows
+
+
+def test_experts_are_refused_on_a_tensorflow_graph(experts, cli_here):
+    result = cli_here("compare", "examples:mlp", "--experts", experts)
+    assert result.returncode == 2 and "--experts reads Tarnawski et al.'s experts' splits" \
+        in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1

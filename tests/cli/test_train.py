@@ -14,8 +14,9 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path, cli_here):
     result = cli_here("train", "--graphs", mlp_model, "--counts", "2", "--out", str(out),
                      "--steps", "2", "--episodes", "2", "--start", "single", "fast",
                      "--imitate", "3", "--keep-imitating", "2",
-                     "--imitate-exact", "5", "--imitate-climb", "2", "--link", "25:7600", "k80",
-                     "--real-steps", "1", "--cache", cache)
+                     "--imitate-exact", "1", "--imitate-climb", "1", "--link", "25:7600", "k80",
+                     "--real-steps", "1", "--cache", cache,
+                     "--embedding", "8", "--rounds", "2")      # each trace of a big one: seconds
     assert result.returncode == 0, result.stderr
     assert "after 3 epochs of imitation" in result.stdout
     assert "imitation teaches the decisions of" in result.stderr
@@ -27,6 +28,7 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path, cli_here):
     log = json.loads((out / "training.json").read_text())
     assert len(log["iterations"]) == 3 and len(log["imitation"]) == 3
     assert log["config"]["keep_imitating"] == 2
+    assert (log["config"]["embedding"], log["config"]["rounds"]) == (8, 2)
     assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])

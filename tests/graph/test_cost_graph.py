@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tf_placeto.errors import SourceError
-from tf_placeto.graph.cost_graph import (is_cost_graph_file, parse_cost_graph,
+from tf_placeto.graph.cost_graph import (expert_file, is_cost_graph_file, parse_cost_graph,
                                          read_cost_graph, read_expert_split)
 
 
@@ -145,3 +145,20 @@ def test_a_bad_split_is_named(tmp_path, split, message):
     graph = read_cost_graph(_write(tmp_path, _instance()))
     with pytest.raises(SourceError, match=message):
         read_expert_split(_write(tmp_path, split, "split.json"), graph)
+
+
+def test_a_graph_finds_its_own_experts_split_else_its_inference_graphs(tmp_path):
+    experts = tmp_path / "human-experts"
+    experts.mkdir()
+    for stem in ("gnmt_inference", "bert_training", "bert_inference", "resnet_inference"):
+        _write(experts, {"fpgas": [], "cpus": []}, f"{stem}_expert.json")
+    layers = tmp_path / "LayerGraphs"
+    assert expert_file(experts, layers / "gnmt_training.json") == \
+        experts / "gnmt_inference_expert.json"
+    assert expert_file(str(experts), layers / "bert_training.json") == \
+        experts / "bert_training_expert.json"
+    assert expert_file(experts, layers / "inception_training.json") is None
+    # their operator graphs share the layer graphs' names, not their experts' splits
+    assert expert_file(experts, tmp_path / "OperatorGraphs" / "resnet_inference.json") is None
+    assert expert_file(experts, tmp_path / "resnet_inference.json") == \
+        experts / "resnet_inference_expert.json"

@@ -11,7 +11,7 @@ import pytest
 from tf_placeto import methods
 from tf_placeto.errors import PlacetoError
 from tf_placeto.policy import specs
-from tf_placeto.policy.imitation import Demonstrations, accuracy, imitate
+from tf_placeto.policy.imitation import Demonstrations, accuracy, cloning_step, imitate
 from tf_placeto.policy.episode import greedy_walk
 from tf_placeto.policy.inference import greedy_placement
 from tf_placeto.policy.observation import GraphView
@@ -95,7 +95,8 @@ def test_imitate_reports_each_epoch(policy_problems):
     problem = policy_problems[1]
     demonstrations = Demonstrations.record([problem], [np.zeros(problem.n_groups)], starts=1)
     seen = []
-    imitate(network, demonstrations, 3, tf.keras.optimizers.Adam(1e-3), batch_size=4,
+    imitate(cloning_step(network, tf.keras.optimizers.Adam(1e-3)), demonstrations, 3,
+            batch_size=4,
             progress=seen.append)
     assert [row["epoch"] for row in seen] == [1, 2, 3]
     assert all(0.0 <= row["accuracy"] <= 1.0 and np.isfinite(row["loss"]) for row in seen)

@@ -1,6 +1,7 @@
 """Training with TF-Agents: iterations, resuming, one seed one policy, PPO, the real stage,
 export, legacy Keras."""
 
+import dataclasses
 import json
 import os
 import random
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import run_python, tree_digest
+from tf_placeto.errors import InputError
 from tf_placeto.files import STAGING_PREFIX
 from tf_placeto.policy import training
 from tf_placeto.policy.training import Trainer
@@ -29,6 +31,8 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems,
     assert [row["iteration"] for row in resumed.run(3)] == [1, 2, 3]
     policy = resumed.export()
     assert os.path.isfile(os.path.join(policy, "saved_model.pb"))
+    with pytest.raises(InputError, match="another size"):
+        Trainer(policy_problems, out, dataclasses.replace(tiny, embedding=12))
     log = json.load(open(os.path.join(out, "training.json")))
     assert log["config"]["embedding"] == 8 and len(log["iterations"]) == 3
     assert os.listdir(os.path.join(out, "summaries"))
@@ -71,9 +75,7 @@ def test_training_refuses_a_process_that_chose_keras_3(tmp_path):
 
 
 def test_ppo_trains_the_same_network_with_its_critic(policy_problems, tmp_path, tiny):
-    import dataclasses
-
-    config = dataclasses.replace(tiny, algorithm="ppo")
+    config = dataclasses.replace(tiny, algorithm="ppo", ppo_epochs=2)   # each traced: seconds
     trainer = Trainer(policy_problems, str(tmp_path / "ppo"), config)
     history = trainer.run(2)
     assert [row["iteration"] for row in history] == [1, 2]

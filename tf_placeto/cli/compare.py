@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tf_placeto import choices, plots
+from tf_placeto import choices, cost_graphs, plots
 from tf_placeto.cli import cost_graph
 from tf_placeto.cli.common import (check_placing, count, device_count, link_argument,
                                    measured_something, placing_arguments, runtime_arguments,
@@ -30,13 +30,20 @@ def add_parser(subparsers) -> None:
     link_argument(parser)
     parser.add_argument("--methods", metavar="M,M,...",
                         help="methods to compare (default all): " + "; ".join(
-                            f"{spec.name}: {spec.help}" for spec in choices.method_specs()))
+                            f"{spec.name}: {spec.help}" for spec in choices.method_specs())
+                        + "; on cost graphs: " + ", ".join(
+                            name + (" (only if named)" if spec.opt_in else "")
+                            for name, spec in cost_graphs.METHODS.items()))
     placing_arguments(parser)
     parser.add_argument("--repeats", type=count(1), default=5, metavar="N",
                         help="timed runs per real measurement (default 5)")
     parser.add_argument("--measure-best", type=count(1), default=None, metavar="N",
                         help="measure for real only the N best predicted placements and the "
                              "single device (default: all)")
+    parser.add_argument("--experts", metavar="DIR",
+                        help="cost graphs: Tarnawski et al.'s human-experts/ folder; a row "
+                             "\"experts\" scores the experts' split of each graph that has one "
+                             "there (a layer graph's own, else its inference graph's)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON records")
     parser.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the table")

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 
 from tf_placeto import cost_graphs
-from tf_placeto.cli.common import EXIT_OK
+from tf_placeto.cli.common import EXIT_OK, placer_options
 from tf_placeto.errors import InputError
 from tf_placeto.frontend import check_output_file, write_atomically
 
@@ -23,13 +23,17 @@ _NOT_FOR_COST_GRAPHS = {"devices": "--devices", "cluster": "--cluster",
 
 def is_cost_graph(args) -> bool:
     """Whether the command's SOURCE (or every graph of compare) is a cost graph; refuses a
-    mix of both kinds and the flags a cost graph has no use for."""
+    mix of both kinds, the flags a cost graph has no use for and those only it has."""
     sources = getattr(args, "graphs", None) or [args.source]
     kinds = {cost_graphs.is_cost_graph(source) for source in sources}
     if kinds == {True, False}:
         raise InputError("compare cost graphs and TensorFlow graphs apart: a cost graph is "
                          "scored by its own accounting, not profiled")
     if kinds != {True}:
+        if getattr(args, "experts", None):
+            raise InputError("--experts reads Tarnawski et al.'s experts' splits of cost "
+                             "graphs; on a TensorFlow graph the expert is a method: "
+                             "--methods expert")
         return False
     given = [flag for name, flag in _NOT_FOR_COST_GRAPHS.items() if getattr(args, name, None)]
     if given:
@@ -58,7 +62,8 @@ def place(args) -> int:
     method = args.method if args.method != "auto" else (
         cost_graphs.DP if args.objective == cost_graphs.THROUGHPUT else cost_graphs.OPTIMAL)
     result = cost_graphs.place(args.source, method, args.objective, out=args.out,
-                               overwrite=args.overwrite)
+                               overwrite=args.overwrite, seed=args.seed,
+                               options=placer_options(args))
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
@@ -94,7 +99,9 @@ def compare(args) -> int:
     methods = args.methods.split(",") if args.methods else None
     table = cost_graphs.compare(args.graphs, methods, args.objective,
                                 progress=lambda message: print(f"tf-placeto: {message}",
-                                                               file=sys.stderr))
+                                                               file=sys.stderr),
+                                experts_folder=args.experts, seed=args.seed,
+                                options=placer_options(args))
     if args.csv:
         write_atomically(args.csv, lambda file: table.to_csv(file, index=False))
     if args.json:

@@ -6,11 +6,11 @@ import json
 
 import pandas as pd
 
-from tf_placeto import api
+from tf_placeto import api, cost_graphs
 from tf_placeto.cli import cost_graph
-from tf_placeto.cli.common import (EXIT_OK, OVERWRITE_HELP, check_placing, placing_arguments,
-                                   runtime_arguments, search_of, source_arguments, source_of,
-                                   target_of)
+from tf_placeto.cli.common import (EXIT_OK, OVERWRITE_HELP, check_placing, device_count,
+                                   link_argument, placing_arguments, runtime_arguments,
+                                   search_of, source_arguments, source_of, target_of)
 
 
 def add_parser(subparsers) -> None:
@@ -22,16 +22,23 @@ def add_parser(subparsers) -> None:
                         help="placement method: auto (default: the shipped Placeto policy "
                              "fine-tuned briefly and the algorithmic placers, best simulated "
                              "step wins) or one of `tf-placeto compare --help`; on a cost "
-                             "graph: dp (auto under throughput), optimal (auto under latency), "
-                             "greedy, one_accelerator, local_search, pipedream")
+                             "graph: dp (auto under throughput), optimal (auto under "
+                             "latency), or " + ", ".join(
+                                 name for name in cost_graphs.METHODS
+                                 if name not in (cost_graphs.DP, cost_graphs.OPTIMAL)))
     parser.add_argument("--out", metavar="OUT",
                         help="write SOURCE with the placement applied here (same kind as "
-                             "SOURCE)")
+                             "SOURCE); not with --counts or --link")
     parser.add_argument("--placement-out", metavar="FILE.json",
                         help="write the placement (op -> device) here "
                              "(default: OUT.placement.json)")
     parser.add_argument("--simulate", action="store_true",
-                        help="predict the before/after step times instead of measuring them")
+                        help="predict the before/after step times instead of measuring "
+                             "them; needed by --counts and --link")
+    parser.add_argument("--counts", metavar="N", type=device_count,
+                        help="with --simulate: place on N simulated devices like the profiled "
+                             "ones (default: the runtime's devices)")
+    link_argument(parser)
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -42,14 +49,17 @@ def run(args) -> int:
         return cost_graph.place(args)
     check_placing(args)
     result = api.place(source_of(args), args.method, target_of(args), search_of(args),
-                       measure="simulate" if args.simulate else "real", out=args.out,
+                       measure="simulate" if args.simulate else "real",
+                       n_devices=args.counts, link=args.link, out=args.out,
                        placement_out=args.placement_out, overwrite=args.overwrite)
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
+    simulated = " simulated" if args.counts or args.link else ""
+    link = f", joined by the link {args.link}" if args.link else ""
     print(f"{args.method} placed {summary['groups']} groups of {args.source} on "
-          f"{len(summary['devices'])} devices in {summary['decide_s']:.2f} s")
+          f"{summary['device_count']}{simulated} devices{link} in {summary['decide_s']:.2f} s")
     if "measured_candidates" in summary:
         _print_candidates(summary["measured_candidates"], summary["winner"])
     per_step = "step" if summary["in_flight"] is None else \

@@ -74,6 +74,13 @@ def add_parser(subparsers) -> None:
                              "profile's real runs; default 0: none)")
     parser.add_argument("--algorithm", choices=["reinforce", "ppo"],
                         default=TrainingPlan.algorithm)
+    parser.add_argument("--embedding", metavar="D", type=count(1),
+                        default=TrainingPlan.embedding,
+                        help="the network's width: each group's embedding (default "
+                             f"{TrainingPlan.embedding}, as the shipped policies)")
+    parser.add_argument("--rounds", metavar="R", type=count(1), default=TrainingPlan.rounds,
+                        help="the network's rounds of message passing (default "
+                             f"{TrainingPlan.rounds}); fewer train faster and see less far")
     parser.add_argument("--warm-start", metavar="DIR", default=TrainingPlan.warm_start,
                         help="a new run starts from the weights of the policy trained in DIR (a "
                              "--out directory, or tf_placeto/policy/pretrained): what its "
@@ -102,7 +109,8 @@ def run(args) -> int:
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, real_steps=args.real_steps,
-        algorithm=args.algorithm, warm_start=args.warm_start, starts=args.start,
+        algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
+        warm_start=args.warm_start, starts=args.start,
         seed=args.seed), target_of(args))
     imitation, history = result.log["imitation"], result.log["iterations"]
     if imitation:

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import math
 import os
+import pathlib
+from typing import Optional
 
 import numpy as np
 
@@ -166,6 +168,39 @@ def parse_cost_graph(data, source: str = "<cost graph>") -> CostGraph:
         edge_src=src, edge_dst=dst, output_cost=output_cost,
         max_accelerators=max_accelerators, max_cpus=max_cpus, memory_per_accelerator=memory,
         topological_order=_topological_order(ids, src, dst, source), source=source)
+
+
+def device_names(graph: CostGraph) -> list:
+    """The accelerators as /device:GPU:k, then the CPUs as /device:CPU:j."""
+    return ([f"/device:GPU:{k}" for k in range(graph.max_accelerators)]
+            + [f"/device:CPU:{j}" for j in range(graph.max_cpus)])
+
+
+def node_names(graph: CostGraph) -> list:
+    """The names a placement file uses: the file's names where they are all given and
+    distinct, else the node ids."""
+    names = list(graph.names)
+    if all(names) and len(set(names)) == len(names):
+        return names
+    return [str(int(node_id)) for node_id in graph.node_ids]
+
+
+def expert_file(experts, path) -> Optional[pathlib.Path]:
+    """The experts' split of the graph in `path` in their folder `experts` (human-experts/),
+    if any: its own (STEM_expert.json), else its inference graph's (a training graph's
+    backward nodes then follow their colour class: read_expert_split).
+
+    Their experts split the layer graphs, whose names their operator graphs share
+    (resnet50_inference): a graph in a folder named OperatorGraphs has none.
+    """
+    path = pathlib.Path(path)
+    if path.parent.name == "OperatorGraphs":
+        return None
+    for stem in dict.fromkeys((path.stem, path.stem.replace("_training", "_inference"))):
+        candidate = pathlib.Path(experts) / f"{stem}_expert.json"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def read_expert_split(path, graph: CostGraph) -> np.ndarray:

@@ -21,6 +21,7 @@ require_tf_agents()     # import guard: tf-agents needs legacy Keras, before Ten
 import tensorflow as tf
 from tf_agents.agents.ppo import ppo_clip_agent
 from tf_agents.agents.reinforce import reinforce_agent
+from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory
 
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
@@ -29,6 +30,7 @@ from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 @dataclasses.dataclass
 class TrainingConfig:
     algorithm: str = "reinforce"         # or "ppo"
+    ppo_epochs: int = 4                  # PPO: passes over each iteration's episodes
     episodes: int = 4                    # per iteration, one per environment of the batch
     learning_rate: float = 1e-3
     final_learning_rate: float = 1e-4
@@ -60,7 +62,7 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
             value_net=PlacetoValueNetwork(time_step_spec.observation, config.embedding,
                                           config.rounds),
             entropy_regularization=config.entropy, importance_ratio_clipping=0.2,
-            discount_factor=1.0, num_epochs=4, normalize_observations=False,
+            discount_factor=1.0, num_epochs=config.ppo_epochs, normalize_observations=False,
             normalize_rewards=False, gradient_clipping=config.gradient_clipping,
             train_step_counter=step)
     else:
@@ -69,6 +71,15 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
             normalize_returns=False, gradient_clipping=config.gradient_clipping,
             entropy_regularization=config.entropy, train_step_counter=step)
     agent.initialize()
+    # the optimizer's slots made now, not in the first traced train step, which TensorFlow
+    # would then trace twice (a trace of the whole agent's step costs seconds); in the order
+    # each agent's train step gives them, which checkpoints number them by
+    if config.algorithm == "ppo":
+        trained = sorted({id(v): v for v in agent.trainable_variables}.values(),
+                         key=lambda v: v.name)
+    else:
+        trained = actor.trainable_weights
+    optimizer.build(trained)
     return agent, actor
 
 
@@ -88,10 +99,20 @@ def seeded(seed: int):
         random.setstate(python_state)
 
 
+def traced_for_every_size(function, *specs, outer: tuple = (None,)):
+    """`function` as a tf.function traced once, for inputs of every size: `specs` (nests of
+    TensorSpecs, their own sizes open) with `outer` dimensions of open size in front. A
+    trace of the agent's step costs seconds; traced per shape, every problem size paid it.
+    Without AutoGraph: the networks and agents loop over Python numbers only, and its
+    conversion took half of each trace."""
+    return tf.function(function, autograph=False, input_signature=[
+        tensor_spec.add_outer_dims_nest(spec, outer) for spec in specs])
+
+
 def run_episodes(env, act):
     """Step a batch of in-step environments through one episode: a Trajectory [batch, time].
 
-    act: a policy's `action`, traced with relaxed shapes: problems of every size share it."""
+    act: a policy's `action`, traced for every size (traced_for_every_size)."""
     time_step = env.reset()
     steps = []
     while True:
@@ -108,8 +129,8 @@ class GreedyActor:
     """The actor network's likeliest device, answered as inference.SavedPolicy answers."""
 
     def __init__(self, actor):
-        self._logits = tf.function(lambda observation: actor(observation)[0].logits,
-                                   reduce_retracing=True)
+        self._logits = traced_for_every_size(lambda observation: actor(observation)[0].logits,
+                                             actor.input_tensor_spec)
 
     def action(self, observation: dict, first: bool) -> int:
         del first      # the network keeps no state between moves

@@ -26,6 +26,7 @@ import numpy as np
 from tf_placeto.log import progress
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.policy import require_tf_agents
+from tf_placeto.policy.agent import traced_for_every_size
 from tf_placeto.policy.episode import Episode
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import start_placement
@@ -120,16 +121,14 @@ def _right_devices(problem: PlacementProblem, decision: np.ndarray) -> np.ndarra
     return right
 
 
-def imitate(network, demonstrations: Demonstrations, epochs: int, optimizer,
+def imitate(train: Callable, demonstrations: Demonstrations, epochs: int,
             batch_size: int = 64, seed: int = 0, first_epoch: int = 1,
             progress: Callable[[dict], None] = lambda row: None) -> list:
-    """Fit `network` (a PlacetoNetwork) to the demonstrated devices by cross-entropy (of the
-    probability of any right device); per epoch, {"epoch", "loss", "accuracy", "seconds"}
-    (accuracy: how often its argmax is a right device). Epochs `first_epoch` to `epochs`
-    run, each shuffled by its own seed, so a resumed run shuffles as an unbroken one would;
-    `optimizer` carries its state across a resume."""
-
-    train = cloning_step(network, optimizer)
+    """Fit a network to the demonstrated devices with `train`, its cloning_step;
+    per epoch, {"epoch", "loss", "accuracy", "seconds"} (accuracy: how often its argmax is a
+    right device). Epochs `first_epoch` to `epochs` run, each shuffled by its own seed, so a
+    resumed run shuffles as an unbroken one would; the step's optimizer carries its state
+    across a resume."""
     history = []
     for epoch in range(first_epoch, epochs + 1):
         rng = np.random.default_rng([seed, epoch])
@@ -148,10 +147,14 @@ def imitate(network, demonstrations: Demonstrations, epochs: int, optimizer,
 
 
 def cloning_step(network, optimizer) -> Callable:
-    """One gradient step of `network` towards the right devices of a batch (observations,
-    right): returns (mean cross-entropy, how many it got right before the step)."""
+    """One gradient step of `network` (a PlacetoNetwork) towards the right devices of a
+    batch (observations, right [batch, devices]) by cross-entropy of the probability of any
+    right device: returns (mean cross-entropy, how many it got right before the step)."""
+    # the optimizer's slots made first: a variable made in the first trace would have
+    # TensorFlow trace it twice
+    network.create_variables()
+    optimizer.build(network.trainable_variables)
 
-    @tf.function(reduce_retracing=True)    # problems of every size share it
     def step(observation, right):
         with tf.GradientTape() as tape:
             logits = network(observation)[0].logits
@@ -160,7 +163,8 @@ def cloning_step(network, optimizer) -> Callable:
         optimizer.apply_gradients(zip(gradients, network.trainable_variables))
         return loss, _hits(logits, right)
 
-    return step
+    return traced_for_every_size(step, network.input_tensor_spec,
+                                 tf.TensorSpec([None], tf.float32))
 
 
 def accuracy(network, demonstrations: Demonstrations, batch_size: int = 256) -> float:

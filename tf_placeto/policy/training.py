@@ -44,10 +44,10 @@ require_tf_agents()     # import guard: tf-agents needs legacy Keras, before Ten
 import tensorflow as tf
 from tf_agents.environments import batched_py_environment, tf_py_environment
 from tf_agents.policies import policy_saver
-from tf_agents.utils import common
 
 from tf_placeto.policy import checkpoints
-from tf_placeto.policy.agent import GreedyActor, TrainingConfig, make_agent, run_episodes, seeded
+from tf_placeto.policy.agent import (GreedyActor, TrainingConfig, make_agent, run_episodes, seeded,
+                                    traced_for_every_size)
 from tf_placeto.policy.baselines import Baselines
 from tf_placeto.policy.checkpoints import (LOG, POLICY, STATE, SUMMARIES,
                                            check_training_folder)
@@ -109,8 +109,11 @@ class Trainer:
         self.demonstrations = None        # until demonstrate()
         self._clone = cloning_step(self.actor, self.imitation_optimizer)
         self._greedy = GreedyActor(self.actor)
-        self._train = common.function(self.agent.train)
-        self._act = common.function(self.agent.collect_policy.action)
+        # [episodes, moves] of any problem's size
+        self._train = traced_for_every_size(lambda batch: self.agent.train(batch),
+                                            self.agent.collect_data_spec, outer=(None, None))
+        self._act = traced_for_every_size(lambda step: self.agent.collect_policy.action(step),
+                                          self.env.time_step_spec())
 
     def _resume(self) -> None:
         """Go on from the newest whole checkpoint under `out`, with its log and baselines; a
@@ -127,7 +130,11 @@ class Trainer:
         self.imitation, self.history, self.baselines.seen = state
         # the imitation optimizer's slots are restored when imitation builds them (resume);
         # a reinforcement stage or fine-tuning never does, and TensorFlow would warn per slot
-        self.checkpoint.restore(self._saved).expect_partial()
+        try:
+            self.checkpoint.restore(self._saved).expect_partial()
+        except (ValueError, tf.errors.InvalidArgumentError) as error:
+            raise InputError(f"{self.out} trained a network of another size than this run's "
+                             "(--embedding): give the same, or another --out") from error
         if os.path.isfile(checkpoints.state_path(self._saved)):
             self._write_log()    # training.json: the log of the checkpoint this run goes on from
 
@@ -190,8 +197,8 @@ class Trainer:
             self.save()
             progress(row)
 
-        imitate(self.actor, self.demonstrations, epochs, self.imitation_optimizer,
-                seed=self.config.seed, first_epoch=len(self.imitation) + 1, progress=learned)
+        imitate(self._clone, self.demonstrations, epochs, seed=self.config.seed,
+                first_epoch=len(self.imitation) + 1, progress=learned)
         return self.imitation
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
