@@ -161,6 +161,7 @@ class CostGraphResult:
     loads: Optional[np.ndarray] = None
     reason: Optional[str] = None         # why the split breaks a rule, or has no latency
     out: Optional[str] = None            # where its placement file was written
+    fits: bool = False                   # a split that keeps the instance's rules
 
     def placement(self) -> dict:
         """{node name: device} (node_names)."""
@@ -191,6 +192,7 @@ def score(graph: CostGraph, assignment, source: str = "", method: str = "given",
     result.loads = device_loads(graph, assignment)
     result.max_load = float(result.loads.max())
     result.reason = infeasibility(graph, assignment)
+    result.fits = result.reason is None
     try:
         result.latency = latency(graph, assignment)
     except PlacementError as exc:
@@ -283,8 +285,7 @@ def compare(paths: Sequence[str], methods: Optional[Sequence[str]] = None,
         rows.extend({"graph": path, "method": result.method, "max_load": result.max_load,
                      "latency": result.latency, "decide_s": result.decide_s,
                      "gap": result.info.get("gap"), "reason": result.reason or "",
-                     "fits": result.assignment is not None
-                     and infeasibility(graph, result.assignment) is None}
+                     "fits": result.fits}
                     for result in results if result is not None)
     table = pd.DataFrame(rows)
     column = "max_load" if objective == THROUGHPUT else "latency"

@@ -104,7 +104,7 @@ def traced_for_every_size(function, *specs, outer: tuple = (None,)):
     TensorSpecs, their own sizes open) with `outer` dimensions of open size in front. A
     trace of the agent's step costs seconds; traced per shape, every problem size paid it.
     Without AutoGraph: the networks and agents loop over Python numbers only, and its
-    conversion took half of each trace."""
+    conversion only lengthens the trace."""
     return tf.function(function, autograph=False, input_signature=[
         tensor_spec.add_outer_dims_nest(spec, outer) for spec in specs])
 
