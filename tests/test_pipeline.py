@@ -86,6 +86,7 @@ def test_a_placement_that_changes_nothing_is_neither_measured_nor_written(small_
                                          "written does")
 
 
+@pytest.mark.alone
 def test_a_deliberately_bad_placement_is_measured_slower_and_never_written(small_cnn_model,
                                                                           tmp_path, cli_here):
     """Round robin over 64 groups sends nearly every tensor of the training step between two

@@ -7,6 +7,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 import tf_placeto as tp
 from tests.measure.profiling.cases import WORKERS, cluster_cost_model
@@ -124,6 +125,7 @@ def test_runs_logged_without_a_session_are_left_out_once_enough_have_one():
     assert fitting.fitted_on(many) == many[-fitting.RECENT_OBSERVATIONS:]
 
 
+@pytest.mark.alone
 def test_calibration_lowers_the_error_on_real_runs_it_was_not_fitted_on(tmp_path):
     """On two worker processes: profile with calibration runs, then time placements of
     another seed; the calibrated simulator predicts them better than the profile alone.

@@ -299,6 +299,7 @@ def test_each_worker_gets_the_inter_op_threads_asked_for():
     assert _op_threads("local:1,threads=3") == "3"
 
 
+@pytest.mark.alone
 def test_a_split_chain_streams_faster_than_one_worker(tmp_path):
     """Issue 17's check on the real runtime: two stages of matmuls, the second on the other
     worker, with steps in flight, run more steps per second than both stages on one worker.
