@@ -1,6 +1,7 @@
 """Build the corpus of real graphs (tf_placeto.examples.corpus) as compact cost profiles.
 
     python -m measure.build_corpus --out DIR [--only NAME ...]
+    python -m measure.build_corpus --out DIR --cluster-runtime [--cluster local:2]
 
 Each model is built in a child process (a SavedModel, cached as measure/real_models.py's),
 imported, grouped (at most --max-groups groups) and profiled on this machine's default runtime
@@ -9,12 +10,19 @@ kept as DIR/NAME.npz (tf_placeto.placers.compact), written whole or not at all. 
 file is already there are kept; one that fails to build or profile is reported and skipped
 (the command then exits 1). DIR/manifest.csv lists every profile in DIR: name, family, ops,
 groups, bytes, and the seconds its build and profile took here.
+
+With --cluster-runtime, one model (CLUSTER_MODEL) is profiled and calibrated on a cluster
+(default local:2: two one-core worker processes) instead, and what the calibration measured
+of the runtime (its link, its costs per task, per crossing tensor and per message) is kept as
+DIR/cluster_runtime.json, which the "cluster" setting of the corpus's problems
+(tf_placeto.placers.corpus_problems) simulates every graph's tasks with.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import sys
 import time
@@ -29,10 +37,13 @@ from tf_placeto.files import write_atomically
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.graph.sources import Source
 from tf_placeto.log import progress
+from tf_placeto.measure.costs.calibration import Calibration
 from tf_placeto.placers.compact import SUFFIX, CompactProfile
+from tf_placeto.placers.corpus_problems import CLUSTER_RUNTIME
 
 MANIFEST = "manifest.csv"
 COLUMNS = ["name", "family", "ops", "groups", "bytes", "build_s", "profile_s"]
+CLUSTER_MODEL = "transformer_encoder"   # small (243 ops), with many tensors to cross
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -97,6 +108,30 @@ def build_corpus(out: str, names: Optional[Sequence[str]] = None, runtime=None,
     return failed
 
 
+def measure_cluster_runtime(out: str, cluster: str = "local:2", cache: Optional[str] = None,
+                            model: str = CLUSTER_MODEL) -> dict:
+    """Profile and calibrate `model` on `cluster` and keep what the calibration measured of
+    the runtime as out/CLUSTER_RUNTIME (the module's doc); returns it."""
+    from tf_placeto.measure.runtimes.runtime import open_runtime
+    from tf_placeto.workload import load_workload
+
+    with open_runtime(cluster=cluster) as runtime:
+        workload = load_workload(Source(build(model), SIGNATURE), runtime, cache=cache)
+        described = runtime.describe()
+    cost_model = workload.cost_model
+    if cost_model.calibration is None:
+        raise InputError(f"{model} on {cluster}: the profile has no calibration (a cluster "
+                         "of at least two tasks fits one)")
+    record = {"runtime": described, "model": model, "devices": workload.profiled_devices,
+              "links": cost_model.links.to_dict(orient="records"),
+              "calibration": cost_model.calibration.to_json(),
+              "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    os.makedirs(out, exist_ok=True)
+    write_atomically(os.path.join(out, CLUSTER_RUNTIME),
+                     lambda file: json.dump(record, file, indent=1, sort_keys=True))
+    return record
+
+
 def _whole(path: str) -> bool:
     """Whether `path` holds a compact profile this version reads."""
     try:
@@ -131,6 +166,10 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these models alone")
     parser.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS)
     parser.add_argument("--cache", help="the profiles' cache (default: tf_placeto's)")
+    parser.add_argument("--cluster-runtime", action="store_true",
+                        help=f"measure the runtime of --cluster on {CLUSTER_MODEL} instead")
+    parser.add_argument("--cluster", default="local:2",
+                        help="the cluster --cluster-runtime measures")
     parser.add_argument("--save", nargs=2, metavar=("NAME", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.save:
@@ -141,6 +180,11 @@ def main(argv=None) -> int:
         return 0
     if not args.out:
         parser.error("--out is required")
+    if args.cluster_runtime:
+        record = measure_cluster_runtime(args.out, args.cluster, args.cache)
+        print(f"{record['runtime']}, profiled on {record['model']}: "
+              + Calibration(**record["calibration"]).describe())
+        return 0
     failed = build_corpus(args.out, args.only, cache=args.cache, max_groups=args.max_groups)
     table = write_manifest(args.out)
     print(table.to_string(index=False))

@@ -29,3 +29,28 @@ def test_a_plan_that_cannot_train_is_refused_before_any_work(tmp_path):
     with pytest.raises(tp.InputError, match="--counts 1: a placement needs at least 2"):
         tp.train(plan)
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_the_corpus_trains_with_no_runtime_and_leaves_a_family_out(tmp_path, monkeypatch):
+    """corpus:FAMILY graphs are read from the compact profiles: nothing is profiled, so no
+    runtime opens (no cluster started, no cores claimed)."""
+    def no_runtime(self):
+        raise AssertionError("a runtime was opened")
+    monkeypatch.setattr(tp.Target, "open", no_runtime)
+    plan = tp.TrainingPlan(graphs=["corpus:control_flow", "corpus:lookup"], counts=[2],
+                           settings=["k80", "cluster"], out=str(tmp_path / "run"), steps=2,
+                           episodes=1, embedding=4, rounds=1)
+    result = tp.train(plan)
+    assert result.problems == 6                 # control_flow, its long one, lookup x 2 settings
+    assert os.path.isfile(os.path.join(result.policy, "saved_model.pb"))
+    assert {(row["graph"], row["link"]) for row in result.log["iterations"]} <= {
+        (graph, link) for graph in ("control_flow", "control_flow_long", "lookup")
+        for link in ("k80", "cluster")}
+    refused = tp.TrainingPlan(graphs=["corpus:lookup"], counts=[2], without=["lookup"],
+                              out=str(tmp_path / "other"))
+    with pytest.raises(tp.InputError, match="no corpus family or model lookup \\(left out: "
+                                            "lookup"):
+        tp.train(refused)
+    with pytest.raises(tp.InputError, match="unknown setting 'tpu'"):
+        tp.train(tp.TrainingPlan(graphs=["corpus"], counts=[2], settings=["tpu"],
+                                 out=str(tmp_path / "third")))

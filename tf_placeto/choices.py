@@ -1,5 +1,5 @@
 """What a caller may choose, with its defaults and bounds: the placement methods and their
-options, the objectives, training's starts, the bundled examples.
+options, the objectives, training's starts and settings of devices, the bundled examples.
 
 The command line builds its flags and help from these, so that a new placer or example is
 offered there without an edit; a Python caller lists them here.
@@ -16,12 +16,13 @@ from tf_placeto.methods import AUTO, check_options, spec
 from tf_placeto.methods import names as method_names
 from tf_placeto.methods import options as placer_options
 from tf_placeto.methods import specs as method_specs
+from tf_placeto.placers.corpus_problems import SETTINGS
 from tf_placeto.placers.problem import IN_FLIGHT, OBJECTIVES
 from tf_placeto.policy.starts import IMITATE_WHERE, START_KINDS
 from tf_placeto.workload import MemoryLimit
 
 __all__ = ["AUTO", "CALIBRATION_PLACEMENTS", "IMITATE_WHERE", "IN_FLIGHT", "MAX_LOGICAL_CPUS",
-           "OBJECTIVES", "START_KINDS", "check_placing", "describe_memory_limit",
+           "OBJECTIVES", "SETTINGS", "START_KINDS", "check_placing", "describe_memory_limit",
            "example_families", "examples", "method_names", "method_specs", "placer_options"]
 
 

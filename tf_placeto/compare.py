@@ -99,12 +99,13 @@ def compare_sources(graphs: Sequence, methods: Optional[Sequence[str]] = None,
     link = Link.parse(link) if link else None
     if link is not None and not simulate:
         raise InputError("--link describes simulated devices: pass --simulate")
+    counts = list(counts or [None])
+    if not simulate:                    # refused before a cluster starts, as the rest
+        planned = len(target.planned()[0])
+        if any(c not in (None, planned) for c in counts):
+            raise InputError(f"measuring for real uses the runtime's {planned} devices: pass "
+                             "--simulate for other device counts")
     with target.open() as runtime:
-        counts = list(counts or [None])
-        if not simulate and any(c not in (None, len(runtime.device_names)) for c in counts):
-            raise InputError(f"measuring for real uses the runtime's "
-                             f"{len(runtime.device_names)} devices: pass --simulate for other "
-                             "device counts")
         workloads = [load_workload(graph, runtime, max_groups=search.max_groups,
                                    cache=target.cache) for graph in graphs]
         real = None if simulate else RealRuns(runtime, repeats=repeats, best=measure_best)

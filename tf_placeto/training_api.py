@@ -1,7 +1,8 @@
 """Training the Placeto policy from Python, as `tf-placeto train` does.
 
-A TrainingPlan says what to train on and how long; train() profiles the graphs, poses their
-problems and runs the stages: imitation of the best known decisions, iterations in the
+A TrainingPlan says what to train on and how long; train() profiles the graphs (or reads the
+corpus's compact profiles: `corpus`, `corpus:FAMILY`, `corpus:NAME`), poses their problems and
+runs the stages: imitation of the best known decisions, iterations in the
 simulator, iterations measured for real. A run killed at any point resumes where it stopped
 when train() is called again with the same folder. Progress goes to the "tf_placeto" logger
 and to progress bars on a terminal (tf_placeto.log).
@@ -22,6 +23,7 @@ from tf_placeto.errors import InputError
 from tf_placeto.examples import registry
 from tf_placeto.log import progress
 from tf_placeto.measure.costs.costmodel import Link
+from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
@@ -30,6 +32,7 @@ from tf_placeto.settings import Target
 from tf_placeto.workload import load_workload
 
 log = logging.getLogger(__name__)
+CORPUS = "corpus"      # graphs: the corpus's compact profiles (placers/corpus_problems.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,12 +40,15 @@ class TrainingPlan:
     """What a run trains on and how: `tf-placeto train --help` says what each option does
     (graphs: --graphs, links: --link, starts: --start, the others by their own names)."""
 
-    graphs: Sequence[str]                # SOURCEs; examples:FAMILY stands for its members
+    graphs: Sequence[str]                # SOURCEs; examples:FAMILY stands for its members;
+    #                                      corpus[:FAMILY|:NAME]: the corpus's compact profiles
     counts: Sequence[int]                # device counts, each of at least 2
     out: str                             # new, empty, or a folder a run trained in
     members: Optional[str] = None        # "A-B": which members of each family (None: all)
     max_groups: int = 128                # an episode visits every group: fewer train faster
     links: Sequence[Optional[str]] = (None,)     # each problem under each (None: measured)
+    settings: Sequence[str] = ("one_process",)   # the corpus's problems: under each of these
+    without: Sequence[str] = ()          # corpus families left out (to judge them unseen)
     steps: int = 500                     # simulated iterations in all, counting those done
     episodes: int = 4                    # parallel episodes per iteration
     imitate: int = 0                     # epochs of imitation before the iterations
@@ -59,7 +65,7 @@ class TrainingPlan:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("graphs", "counts", "links", "starts"):     # frozen all the way down
+        for name in ("graphs", "counts", "links", "settings", "without", "starts"):  # frozen
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
@@ -86,18 +92,23 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
     plan.real_steps, measured (neither devices nor a cluster: local:2, two worker processes
     of this machine). Bad input is refused before any runtime starts."""
     _check(plan)
+    corpus = _corpus_profiles(plan)          # checked too before any runtime starts
     target = (target or Target()).or_cluster("local:2")
     # heavy: the trainer loads TF-Agents and TensorFlow when imported
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
     with contextlib.ExitStack() as stack:
-        runtime = stack.enter_context(target.open())
-        if len(runtime.device_names) < 2 and plan.real_steps:
+        profiled = [graph for graph in plan.graphs if not _is_corpus(graph)]
+        runtime = stack.enter_context(target.open()) if profiled or plan.real_steps else None
+        if plan.real_steps and len(runtime.device_names) < 2:
             raise InputError("--real-steps measures on the runtime's devices: give a runtime "
                              "with at least 2 (--cluster local:2, --devices 2)")
         problems, measurable, labels = training_problems(
-            plan.graphs, plan.counts, runtime, members=plan.members, links=plan.links,
+            profiled, plan.counts, runtime, members=plan.members, links=plan.links,
             on_runtime=bool(plan.real_steps), max_groups=plan.max_groups, cache=target.cache)
+        posed = corpus_problems(corpus, plan.settings, plan.counts)
+        problems += [p.problem for p in posed]
+        labels += [{"graph": p.graph, "devices": p.devices, "link": p.setting} for p in posed]
         if not plan.real_steps:
             stack.close()       # the runtime is needed again only to measure
         log.info("writing the checkpoints, the log and the policy to %s", plan.out)
@@ -121,6 +132,27 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
                      real=RealSteps(runtime, measurable))
     return TrainingResult(policy=trainer.export(), log=trainer.logged(),
                           problems=len(problems), starts=kinds)
+
+
+def _is_corpus(graph: str) -> bool:
+    return graph == CORPUS or graph.startswith(CORPUS + ":")
+
+
+def _corpus_profiles(plan: TrainingPlan) -> list:
+    """The corpus's compact profiles that `plan` names (none if it names none)."""
+    asked = [graph[len(CORPUS) + 1:] for graph in plan.graphs if _is_corpus(graph)]
+    if not asked:
+        return []
+    profiles = load_profiles(without=plan.without)
+    missing = set(asked) - {"", *(p.name for p in profiles), *(p.family for p in profiles)}
+    if missing:
+        raise InputError(f"no corpus family or model {', '.join(sorted(missing))} "
+                         f"(left out: {', '.join(plan.without) or 'none'}; families: "
+                         f"{', '.join(sorted({p.family for p in load_profiles()}))})")
+    chosen = [p for p in profiles if "" in asked or p.name in asked or p.family in asked]
+    log.info("training on %d corpus graphs x %d settings x %d device counts", len(chosen),
+             len(plan.settings), len(plan.counts))
+    return chosen
 
 
 def _check(plan: TrainingPlan) -> None:
@@ -150,6 +182,8 @@ def _check(plan: TrainingPlan) -> None:
     for link in plan.links:
         if link is not None:
             Link.parse(link)
+    for name in plan.settings:
+        setting(name)
 
 
 def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: list,
@@ -208,6 +242,8 @@ def training_problems(graphs: Sequence[str], counts: Sequence[int], runtime, *,
     labels: per problem, its graph, device count and link ("measured" for the profiled link,
     "runtime" for the runtime's own devices), which training's log keeps with each iteration."""
     sources = registry.expand(graphs, members)
+    if not sources:
+        return [], {}, []
     parsed = [(link or "measured", Link.parse(link) if link else None) for link in links]
     problems, measurable, labels = [], {}, []
     for source in progress(sources, desc="profiling", unit="graph"):

@@ -58,6 +58,8 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path, cli_here):
      "--keep-imitating-where chooses when --keep-imitating imitates"),
     (["--counts", "2", "--link", "k80", "fast"], "link 'fast'"),
     (["--counts", "2", "--warm-start", "no/such/run"], "--warm-start no/such/run: not a training"),
+    (["--counts", "2", "--graphs", "examples:mlp", "corpus:nonesuch"],
+     "no corpus family or model nonesuch (left out: none; families: branches, control_flow"),
 ])
 def test_train_bad_input_gives_one_line(args, message, tmp_path, cli_here, monkeypatch):
     """Said before any runtime opens (a cluster would start and warm its links first)."""

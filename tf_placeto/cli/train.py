@@ -16,7 +16,16 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("train",
                                    help="train the Placeto policy on graphs (families)")
     parser.add_argument("--graphs", metavar="GRAPH", nargs="+", required=True,
-                        help="SOURCEs to train on; examples:FAMILY stands for its members")
+                        help="SOURCEs to train on; examples:FAMILY stands for its members; "
+                             "corpus, corpus:FAMILY or corpus:NAME for the corpus's compact "
+                             "profiles (real models, nothing profiled: see --settings)")
+    parser.add_argument("--settings", metavar="SETTING", nargs="+",
+                        choices=list(choices.SETTINGS), default=list(TrainingPlan.settings),
+                        help="the devices the corpus's graphs are posed on, each at every "
+                             "--counts: " + ", ".join(choices.SETTINGS) + " (default "
+                             + " ".join(TrainingPlan.settings) + "; docs/design/policy.md)")
+    parser.add_argument("--without", metavar="FAMILY", nargs="+", default=[],
+                        help="corpus families left out, to judge the policy on them unseen")
     parser.add_argument("--members", metavar="A-B", default=TrainingPlan.members,
                         help="which members of each family (default all), e.g. 0-23 to hold "
                              "24-31 out for evaluating transfer")
@@ -105,7 +114,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     result = train(TrainingPlan(
         graphs=args.graphs, counts=args.counts, out=args.out, members=args.members,
-        max_groups=args.max_groups, links=args.link or (None,), steps=args.steps,
+        max_groups=args.max_groups, links=args.link or (None,), settings=args.settings,
+        without=args.without, steps=args.steps,
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, real_steps=args.real_steps,

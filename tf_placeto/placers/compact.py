@@ -24,7 +24,7 @@ import io
 import json
 import time
 import zipfile
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,10 @@ ARRAYS = ("op_names", "op_types", "compute_us", "remote_extra_us", "executions",
           "tensor_bytes", "tensor_dtypes", "edge_tensor", "edge_consumer", "edge_input_slot",
           "control_src", "control_dst", "feed_ops", "fetch_tensors", "group_edges",
           "group_edge_bytes", "feedback_edges", "feedback_edge_bytes")
+# What a calibration fits to the runtime rather than to the graph's ops (calibration.py):
+# what on_tasks carries from a cluster's profile to another graph's.
+RUNTIME_COSTS = ("remote_task_us", "copy_us", "iteration_us", "message_us", "floating_us",
+                 "floating_message_us", "latency_us", "bytes_per_us", "copy_share")
 
 
 @dataclasses.dataclass
@@ -194,35 +198,63 @@ class CompactProfile:
                          calibration=None if calibration is None else Calibration(
                              **calibration))
 
-    def problem(self, n_devices: Optional[int] = None, link: Optional[Link] = None
-                ) -> PlacementProblem:
+    def problem(self, n_devices: Optional[int] = None, link: Optional[Link] = None,
+                slowdown: Optional[Sequence[float]] = None) -> PlacementProblem:
         """The placement problem on the profiled devices, or on `n_devices` simulated ones
-        linked by `link` (default: the measured links), as Workload.problem states it."""
+        linked by `link` (default: the measured links), as Workload.problem states it.
+        slowdown: per device, how many times longer than the profiled device it takes to run
+        each op (heterogeneous devices; default: all as profiled)."""
         model = self.cost_model()
         names = list(self.meta["devices"])
         if n_devices is not None or link is not None:
             names, model = model.with_more_devices(n_devices or len(names), link)
-        return PlacementProblem.from_simulation(self.groups, self._simulation(names, model))
+        slowdown = np.ones(len(names)) if slowdown is None else np.asarray(slowdown, float)
+        if slowdown.shape != (len(names),) or not (slowdown > 0).all():
+            raise ValueError(f"slowdown: one positive factor per device ({len(names)}), not "
+                             f"{slowdown.tolist()}")
+        return PlacementProblem.from_simulation(self.groups,
+                                                self._simulation(names, model, slowdown))
 
-    def _simulation(self, names: list, model: CostModel) -> SimulationProblem:
-        """What measurer.simulation_problem makes of the live graph and `model` on `names`."""
+    def on_tasks(self, cluster: dict) -> "CompactProfile":
+        """This profile as if made on a cluster's tasks: `cluster` (what a cluster's profile
+        measured of its runtime: its "devices", "links" and "calibration", as
+        corpus_problems.CLUSTER_RUNTIME keeps them) replaces the devices, the links and the
+        calibration's costs of the runtime; the ops' times and their scale stay this
+        profile's."""
+        own = self.meta["calibration"] or {}
+        runtime = {key: value for key, value in cluster["calibration"].items()
+                   if key in RUNTIME_COSTS}
+        devices = list(cluster["devices"])
+        return CompactProfile(meta={**self.meta, "devices": devices,
+                                    "profile": {**self.meta["profile"], "devices": devices},
+                                    "links": list(cluster["links"]),
+                                    "calibration": {**own, **runtime}}, arrays=self.arrays)
+
+    def _simulation(self, names: list, model: CostModel, slowdown: np.ndarray
+                    ) -> SimulationProblem:
+        """What measurer.simulation_problem makes of the live graph and `model` on `names`,
+        each device's op times multiplied by its `slowdown`."""
         a = self.arrays
         devices = [parse_device(name) for name in names]     # simulated: need not exist here
-        types = list(dict.fromkeys(d.device_type for d in devices))
-        columns = [self.meta["device_types"].index(t) for t in types]
+        kinds = list(dict.fromkeys(zip((d.device_type for d in devices), slowdown.tolist())))
+        columns = [self.meta["device_types"].index(t) for t, _ in kinds]
+        factors = np.array([factor for _, factor in kinds])
         latency, bandwidth, copy_share = model.link_arrays(names)
         tasks = list(dict.fromkeys(d.task_name for d in devices))
-        remote = a["remote_extra_us"][:, columns] if "remote_extra_us" in model.ops else None
+        remote = (a["remote_extra_us"][:, columns] * factors if "remote_extra_us" in model.ops
+                  else None)
+        first_type = devices[0].device_type
         simulation = SimulationProblem(
-            op_names=a["op_names"].tolist(), compute_us=a["compute_us"][:, columns],
-            device_type_of=np.array([types.index(d.device_type) for d in devices]),
+            op_names=a["op_names"].tolist(), compute_us=a["compute_us"][:, columns] * factors,
+            device_type_of=np.array([kinds.index((d.device_type, float(factor)))
+                                     for d, factor in zip(devices, slowdown)]),
             device_names=names, tensor_producer=a["tensor_producer"],
             tensor_bytes=a["tensor_bytes"], edge_tensor=a["edge_tensor"],
             edge_consumer=a["edge_consumer"], control_src=a["control_src"],
             control_dst=a["control_dst"], persistent_bytes=a["persistent_bytes"],
             link_latency_us=latency, link_bytes_per_us=bandwidth, link_copy_share=copy_share,
             memory_capacity=np.full(len(names), np.inf),
-            op_overhead_us=self.meta["op_overhead_us"][types[0]], remote_extra_us=remote,
+            op_overhead_us=self.meta["op_overhead_us"][first_type], remote_extra_us=remote,
             device_task=[tasks.index(d.task_name) for d in devices],
             feed_ops=a["feed_ops"], fetch_tensors=a["fetch_tensors"])
         calibration = model.calibration

@@ -1,0 +1,176 @@
+"""Benchmark: the Placeto policy on real-model families it never saw (a script, not a test).
+
+    python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
+        [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
+        [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--climb S]
+        [--exact S] [--csv FILE]
+
+Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
+families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
+device count), nothing is profiled or run: every figure is simulated.
+
+Folds: with `--folds each` (leave-one-family-out), a policy is trained for every held-out
+family on the corpus without it; with `--folds one`, one policy is trained without all the
+held-out families at once (fewer runs, and each family is judged by a policy that saw less).
+Each fold trains into DIR/without-FAMILY[-FAMILY...] with `tf_placeto.train` (imitation of
+the fast placers' best for `--imitate` epochs, then `--steps` REINFORCE iterations from random
+starts, over every setting and count; a fold trained already is taken as it is, one stopped
+part-way resumes). `--policy DIR` judges that policy instead and trains nothing (the shipped
+ones: pass tf_placeto/policy/pretrained or pretrained_cluster, or "shipped" for the one
+`place` picks for each problem's devices).
+
+Then, on every held-out family's models, per setting and device count, against the best
+algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
+m-topo, round-robin, random, single): the policy alone (one greedy episode from Placeto's
+random start, where it ends), the default placeto (`place --method placeto`: from the fast
+placers' best, the best placement met on the walk), and with `--climb S` / `--exact S`
+hill_climb and the exact placer given S seconds; with the seconds each took to decide.
+Prints every row, then geometric means per setting and device count, per family, and the
+issue's figure: over all rows, the policy alone's geometric mean and its worst row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from measure import say
+
+DIRECT = ("m_etf", "m_sct", "heft", "metis", "m_topo", "round_robin", "random", "single")
+SHIPPED = "shipped"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="where each fold's policy is trained")
+    parser.add_argument("--held-out", nargs="+", metavar="FAMILY",
+                        default=["recurrent", "transformer_decoder", "inception", "recommender",
+                                 "efficientnet", "enas_ptb"])
+    parser.add_argument("--folds", choices=["each", "one"], default="each")
+    parser.add_argument("--settings", nargs="+", default=["one_process", "k80", "cluster"])
+    parser.add_argument("--counts", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--steps", type=int, default=300, help="REINFORCE iterations per fold")
+    parser.add_argument("--imitate", type=int, default=10, help="epochs of imitation per fold")
+    parser.add_argument("--embedding", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--warm-start", default=None,
+                        help="each fold starts from this policy's weights (default: new)")
+    parser.add_argument("--policy", default=None,
+                        help=f"judge this policy (or '{SHIPPED}') and train nothing")
+    parser.add_argument("--climb", type=float, default=0.0, metavar="S",
+                        help="also hill_climb, S seconds per problem")
+    parser.add_argument("--exact", type=float, default=0.0, metavar="S",
+                        help="also the exact placer, S seconds per problem")
+    parser.add_argument("--csv", default=None)
+    args = parser.parse_args(argv)
+
+    from tf_placeto import _quiet
+
+    _quiet.set_tensorflow_environment()
+    import pandas as pd
+
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+
+    load_profiles(families=args.held_out)           # refuse an unknown family before training
+    folds = ([[family] for family in args.held_out] if args.folds == "each"
+             else [list(args.held_out)])
+    rows = []
+    for held_out in folds:
+        policy = args.policy or _trained(args, held_out)
+        problems = corpus_problems(load_profiles(families=held_out), args.settings, args.counts)
+        for posed in problems:
+            row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact)}
+            rows.append(row)
+            say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in row.items()))
+    table = pd.DataFrame(rows)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    _report(table)
+    return 0
+
+
+def _trained(args, held_out: list) -> str:
+    """The policy of the fold that leaves `held_out` out, trained now unless done."""
+    from tf_placeto.training_api import TrainingPlan, train
+
+    out = os.path.join(args.out, "without-" + "-".join(held_out))
+    if os.path.isfile(os.path.join(out, "policy", "saved_model.pb")) and _finished(out, args):
+        return out
+    say(f"training without {', '.join(held_out)} into {out}")
+    result = train(TrainingPlan(
+        graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
+        out=out, steps=args.steps, imitate=args.imitate, embedding=args.embedding,
+        rounds=args.rounds, warm_start=args.warm_start))
+    return os.path.dirname(result.policy)
+
+
+def _finished(out: str, args) -> bool:
+    """Whether the fold in `out` did all the iterations asked for."""
+    from tf_placeto.policy.checkpoints import read_log
+
+    return len(read_log(os.path.join(out, "training.json")).get("iterations", [])) >= args.steps
+
+
+def _judged(problem, policy: str, climb: float, exact: float) -> dict:
+    """The figures of one problem (the module's doc), each against the best algorithm."""
+    from tf_placeto import methods
+    from tf_placeto.policy import inference
+    from tf_placeto.policy.starts import fast_start
+
+    steps = {name: problem.simulate(methods.place(name, problem).group_devices).step_time_us
+             for name in DIRECT}
+    best_name = min(steps, key=steps.get)
+    best = steps[best_name]
+    chosen = inference.pretrained_policy(problem) if policy == SHIPPED else policy
+    row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
+    start = time.perf_counter()
+    alone = inference.greedy_placement(problem, chosen)
+    row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
+               policy_alone_devices=len(np.unique(alone.devices)))
+    start = time.perf_counter()
+    walk = inference.greedy_placement(problem, chosen, fast_start(problem)[1])
+    row.update(placeto=walk.value / best, placeto_s=time.perf_counter() - start)
+    for name, seconds in (("hill_climb", climb), ("optimal", exact)):
+        if seconds > 0:
+            decided = methods.place(name, problem, time_limit=seconds)
+            row[name] = problem.simulate(decided.group_devices).step_time_us / best
+            row[f"{name}_s"] = decided.decide_s
+    return row
+
+
+def _report(table) -> None:
+    import pandas as pd
+
+    figures = [c for c in ("policy_alone", "placeto", "hill_climb", "optimal") if c in table]
+    times = [f"{c}_s" for c in figures]
+    with pd.option_context("display.width", 200, "display.max_columns", None,
+                           "display.max_rows", None):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\ngeometric means against the best algorithm, and median seconds to decide, "
+              "by setting and device count:")
+        print(_summary(table, ["setting", "devices"], figures, times).to_string(
+            float_format=lambda v: f"{v:.3f}"))
+        print("\nby held-out family:")
+        print(_summary(table, ["family"], figures, times).to_string(
+            float_format=lambda v: f"{v:.3f}"))
+    alone = table["policy_alone"]
+    worst = table.loc[alone.idxmax()]
+    print(f"\nthe policy alone over {len(table)} problems of {table['family'].nunique()} "
+          f"unseen families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
+          f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
+          f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)")
+
+
+def _summary(table, by: list, figures: list, times: list):
+    grouped = table.groupby(by)
+    means = np.exp(np.log(table[figures]).groupby([table[c] for c in by]).mean())
+    return means.join(grouped[times].median()).join(grouped.size().rename("problems"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
