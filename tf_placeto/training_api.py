@@ -90,7 +90,8 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
 
     target: where the graphs are profiled (its cache keeps the profiles) and, with
     plan.real_steps, measured (neither devices nor a cluster: local:2, two worker processes
-    of this machine). Bad input is refused before any runtime starts."""
+    of this machine); the corpus's graphs need none, and none starts for them alone. Bad
+    input is refused before any runtime starts."""
     _check(plan)
     corpus = _corpus_profiles(plan)          # checked too before any runtime starts
     target = (target or Target()).or_cluster("local:2")

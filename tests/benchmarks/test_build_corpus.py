@@ -46,3 +46,23 @@ def test_an_unknown_model_is_refused_before_anything_is_built(tmp_path):
     with pytest.raises(InputError, match="unknown corpus models nonesuch"):
         build_corpus.build_corpus(str(tmp_path), ["nonesuch"])
     assert not os.listdir(tmp_path)
+
+
+def test_a_clusters_runtime_is_measured_and_poses_a_graphs_tasks(tmp_path, monkeypatch):
+    """--cluster-runtime: what a calibrated profile on local:2 measured of the runtime, kept
+    beside the profiles, and the corpus's cluster setting posing another graph with it."""
+    import json
+
+    from tf_placeto.placers.corpus_problems import CLUSTER_RUNTIME, SETTINGS, load_profiles
+
+    monkeypatch.setenv("TF_PLACETO_CACHE", str(tmp_path / "cache"))
+    out = str(tmp_path / "corpus")
+    record = build_corpus.measure_cluster_runtime(out, "local:2", model=CHEAP)
+    with open(os.path.join(out, CLUSTER_RUNTIME)) as file:
+        assert json.load(file) == record
+    assert record["model"] == CHEAP and len(record["devices"]) == 2
+    assert "task:1" in record["devices"][1] and record["calibration"]["observations"] > 0
+    [lookup] = load_profiles(names=["lookup"])
+    problem = SETTINGS["cluster"].problem(lookup, 3, cluster=record)
+    assert "task:2" in problem.device_names[2]
+    assert problem.simulation.remote_task_us == record["calibration"]["remote_task_us"]
