@@ -3,6 +3,7 @@ placer module is tested here without a test edit. And the registry itself: disco
 order, one check of a method's name, options mapped and checked, the command line's flags."""
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -91,13 +92,19 @@ def test_no_step_time_beats_the_lower_bound(method, two_devices, four_devices):
 
 
 def test_every_placer_decides_inception_v3_in_seconds():
-    """256 groups on 8 devices, under a memory cap, the size the RNN planner worked at."""
+    """256 groups on 8 devices, under a memory cap, the size the RNN planner worked at.
+
+    The RNN planner took hours there; each placer here takes about a second of this process's
+    CPU time. CPU time, not wall time: `make test` runs two test processes on two cores, and
+    a loaded machine stretched m_etf's 0.9 s to 3.3 s of wall time in CI.
+    """
     groups = grouped_example("inception_v3", 256)
     free = build_problem(groups, 8)
     capped = build_problem(groups, 8, capacity_bytes=[0.15 * free.memory_bytes.sum()] * 8)
     for method in DIRECT:
+        started = time.process_time()
         result = methods.place(method, capped)
-        assert result.decide_s < 3.0, method
+        assert time.process_time() - started < 5.0, method
         if method in SPLITTING:
             assert np.all(capped.device_loads(result.group_devices) <= capped.capacity_bytes)
 
