@@ -30,7 +30,7 @@ from tf_placeto.graph.cost_graph import (CostGraph, device_names, expert_file,
 from tf_placeto.placers.contiguous import baselines
 from tf_placeto.placers.contiguous.accounting import device_loads, infeasibility, latency
 from tf_placeto.placers.contiguous.as_problem import placement_problem
-from tf_placeto.placers.contiguous.dp import solve_max_load
+from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
                                                    solve_max_load_program)
 from tf_placeto.rewrite import check_placement_path
@@ -66,7 +66,7 @@ class CostGraphMethod:
 
 
 def _dp(graph: CostGraph, request: Request) -> tuple:
-    _, assignment, info = solve_max_load(graph)
+    _, assignment, info = solve_max_load_with_bar(graph)
     return assignment, info
 
 

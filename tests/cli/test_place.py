@@ -29,7 +29,8 @@ def test_place_writes_the_model_and_its_placement_and_show_reads_it(mlp_model, t
 
 
 def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path, cli_here):
-    """--objective throughput: the placers follow it, and the prediction is a stream's."""
+    """--objective throughput: the placers follow it, and the prediction is a stream's; the
+    pipeline split of method dp too, with its own flag."""
     result = cli_here("place", mlp_model, "--devices", "2", "--method", "m_etf", "--simulate",
                      "--objective", "throughput", "--stream", "2", "--max-groups", "8",
                      "--cache", str(tmp_path / "cache"), "--json")
@@ -38,6 +39,11 @@ def test_place_for_throughput_predicts_a_stream(mlp_model, tmp_path, cli_here):
     assert (summary["objective"], summary["in_flight"]) == ("throughput", 2)
     assert summary["verdict"].startswith("throughput, 2 steps in flight: simulated only")
     assert summary["predicted_after_s"] > 0
+    piped = cli_here("place", mlp_model, "--devices", "2", "--method", "dp", "--simulate",
+                     "--objective", "throughput", "--stream", "2", "--max-groups", "8",
+                     "--max-ideals", "100", "--cache", str(tmp_path / "cache"), "--json")
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["predicted_after_s"] > 0
 
 
 @pytest.mark.parametrize("args, message", [

@@ -31,6 +31,7 @@ import numba
 import numpy as np
 
 from tf_placeto.graph.cost_graph import CostGraph
+from tf_placeto.log import progress
 from tf_placeto.placers.contiguous.accounting import max_load
 from tf_placeto.placers.contiguous.ideals import (MAX_IDEALS, Blocks, Ideals, contract,
                                                    enumerate_ideals)
@@ -91,6 +92,15 @@ def solve_max_load(graph: CostGraph, progress=None, max_ideals: int = MAX_IDEALS
     assert abs(load - best) <= 1e-9 * max(1.0, load), (load, best)
     info["seconds"] = time.perf_counter() - began
     return load, assignment, info
+
+
+def solve_max_load_with_bar(graph: CostGraph, max_ideals: int = MAX_IDEALS):
+    """solve_max_load, its ideals counted on a progress bar (log.progress)."""
+    with progress(desc="dp: ideals", unit=" ideals", leave=False) as bar:
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        return solve_max_load(graph, progress=advance, max_ideals=max_ideals)
 
 
 def _comm_tables(graph: CostGraph, blocks: Blocks):

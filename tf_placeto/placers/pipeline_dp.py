@@ -1,0 +1,160 @@
+"""Tarnawski et al.'s contiguous DP on a TensorFlow graph: the best pipeline split of its groups.
+
+The graph becomes one of their cost graphs (placers/contiguous/): each op a node with its time
+on each kind of device, what its outputs that leave its group take of each end per step (their
+copies or their bytes on the link; a link's latency overlaps other steps' work in a stream), its
+group's memory against a device's capacity, and its group as its colour class, so that groups
+move whole. The forward edges order the pipeline: a split is a chain of pieces of the group
+DAG, one per device, and the DP finds the one whose busiest device is least busy, each output
+that crosses charged to its sender and to every device that reads it (their accounting; the
+time per sample of a pipeline). The op-level simulator then judges the split as it judges
+every placer's, under the problem's objective (a stream of steps under throughput).
+
+What their model has no place for, and the split is judged without: the fixed cost of using
+another task of a cluster, and the feedback edges (a variable and its late update), which do
+not order the pipeline and whose bytes are not charged. Devices of two speeds are their
+accelerators (the faster) and CPUs (which pay for no transfer, as in their model); more are
+refused. A group goes wherever an accelerator runs it; `common.repair` then moves a group
+off a device without its kernel, and off a device over its memory where it can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tf_placeto.errors import InputError
+from tf_placeto.graph.cost_graph import CostGraph
+from tf_placeto.graph.grouping import coarsen
+from tf_placeto.placers.common import repair
+from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
+from tf_placeto.placers.contiguous.ideals import TooManyIdeals
+from tf_placeto.placers.problem import PlacementProblem
+from tf_placeto.placers.registry import Option, PlacerSpec
+
+# Ideals the DP may enumerate before it splits coarser pieces instead: enumerating a million
+# takes seconds where the DP over 20,000 takes a tenth of one (Inception-V3: 127 groups have
+# more than a million, their 63 halves 18,708).
+MAX_IDEALS = 100_000
+
+
+def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: int = MAX_IDEALS) -> tuple:
+    """seed: unused (deterministic). max_ideals: the most ideals (downward-closed sets of
+    pieces) the DP may enumerate: where the groups have more, the DP splits chunks of
+    consecutive groups instead, halving their number until it fits (info: "pieces")."""
+    accelerators, cpus = _device_kinds(problem)
+    piece_of_group = np.arange(problem.n_groups)
+    while True:
+        graph = cost_graph(problem, accelerators, cpus, piece_of_group)
+        try:
+            load, assignment, info = solve_max_load_with_bar(graph, max_ideals)
+            break
+        except TooManyIdeals:
+            pieces = int(piece_of_group.max()) + 1
+            if pieces == 1:
+                raise
+            _, piece_of_group = coarsen(problem.groups, pieces // 2)
+    fits = assignment is not None
+    if not fits:        # no split fits the memory model: the least loaded one, for repair
+        load, assignment, info = solve_max_load_with_bar(
+            dataclasses.replace(graph, memory_per_accelerator=np.inf), max_ideals)
+    first_op = np.array([ops[0] for ops in problem.groups.groups], np.int64)
+    decision, moved = repair(problem, _in_pipeline_order(assignment[first_op], accelerators,
+                                                         cpus))
+    return decision, {
+        "max_load_us": float(load), "fits_memory_model": fits, "moved_by_repair": moved,
+        "pieces": int(piece_of_group.max()) + 1, "ideals": info["ideals"],
+        "dp_seconds": info["seconds"]}
+
+
+def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.ndarray,
+               piece_of_group: np.ndarray) -> CostGraph:
+    """The problem's op graph as a cost graph in their model: node i is op i, its colour
+    class its group's piece (piece ids: non-decreasing in group ids); `accelerators` and
+    `cpus` are the problem's device indices of each kind (accelerators first in the cost
+    graph's device numbering)."""
+    simulation = problem.simulation
+    group_of = problem.groups.group_of
+    piece_of = piece_of_group[group_of]
+    n_ops = group_of.shape[0]
+    op_us = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
+    src = np.concatenate([simulation.tensor_producer[simulation.edge_tensor],
+                          simulation.control_src])
+    dst = np.concatenate([simulation.edge_consumer, simulation.control_dst])
+    keep = (src != dst) & (piece_of[src] <= piece_of[dst])     # feedback edges left out
+    pairs = np.unique(src[keep] * n_ops + dst[keep])
+    # an output pays its transfer when some reader is in another piece
+    leaves = piece_of[simulation.tensor_producer[simulation.edge_tensor]] \
+        != piece_of[simulation.edge_consumer]
+    crossing = np.unique(simulation.edge_tensor[leaves])
+    output_cost = np.bincount(simulation.tensor_producer[crossing], minlength=n_ops,
+                              weights=_occupied_us(problem, simulation.tensor_bytes[crossing]))
+    size = np.zeros(n_ops)
+    size[[ops[0] for ops in problem.groups.groups]] = problem.memory_bytes
+    op_us = np.where(np.isfinite(op_us), op_us, 0.0)       # no kernel: `supported` says so
+    on_cpu = op_us[:, cpus[0]] if cpus.size else np.zeros(n_ops)
+    return CostGraph(
+        node_ids=np.arange(n_ops, dtype=np.int64), names=tuple(simulation.op_names),
+        cpu_latency=on_cpu, accel_latency=op_us[:, accelerators[0]],
+        supported=problem.allowed[:, accelerators].any(axis=1)[group_of], size=size,
+        is_backward=np.zeros(n_ops, bool), color_class=piece_of.astype(np.int64),
+        edge_src=pairs // n_ops, edge_dst=pairs % n_ops, output_cost=output_cost,
+        max_accelerators=int(accelerators.size), max_cpus=int(cpus.size),
+        memory_per_accelerator=float(problem.capacity_bytes[accelerators].min()),
+        topological_order=np.asarray(problem.groups.op_graph.topological_order(), np.int64),
+        source="the graph's groups")
+
+
+def _occupied_us(problem: PlacementProblem, nbytes: np.ndarray) -> np.ndarray:
+    """What a tensor that crosses takes of each end per step, averaged over pairs of
+    distinct devices, as the simulator splits a transfer: the larger of its copy at each end
+    (processor time where workers serialize: a fixed time and a share of its bytes) and the
+    rest of its bytes on the link, which the ends' pipeline stages share. A link's latency
+    is not: in a stream, other steps' work fills it."""
+    simulation = problem.simulation
+    if problem.n_devices < 2:
+        return np.zeros(len(nbytes))
+    off = ~np.eye(problem.n_devices, dtype=bool)
+    fixed = 0.0 if simulation.link_copy_us is None else simulation.link_copy_us[off].mean()
+    share = 0.0 if simulation.link_copy_share is None else simulation.link_copy_share[off].mean()
+    moving_us = nbytes * (1.0 / problem.bytes_per_us[off]).mean()
+    return np.maximum(fixed + share * moving_us, (1.0 - 2.0 * share) * moving_us)
+
+
+def _device_kinds(problem: PlacementProblem) -> tuple:
+    """(accelerators, cpus): the problem's devices split by their speed, what the groups
+    that every device runs cost on them; devices of one kind are all accelerators, of two
+    the faster kind is."""
+    everywhere = problem.allowed.all(axis=1)
+    kinds, kind_of = np.unique(problem.compute_us[everywhere].T, axis=0, return_inverse=True)
+    kind_of = kind_of.reshape(-1)
+    if len(kinds) > 2:
+        raise InputError(f"method dp splits over devices of at most two kinds (their "
+                         f"accelerators and CPUs); these {problem.n_devices} devices run the "
+                         f"groups at {len(kinds)} speeds")
+    fast = int(np.argmin(kinds.sum(axis=1)))
+    devices = np.arange(problem.n_devices)
+    return devices[kind_of == fast], devices[kind_of != fast]
+
+
+def _in_pipeline_order(pieces: np.ndarray, accelerators: np.ndarray,
+                       cpus: np.ndarray) -> np.ndarray:
+    """Device per group from the DP's device per group (accelerators 0..k-1, then the
+    CPUs): the accelerators in the order of the pipeline's pieces, the first piece (which
+    reads the step's inputs) on the first accelerator (on a cluster, the session's task)."""
+    k = accelerators.size
+    on_accel = pieces < k
+    used, first = np.unique(pieces[on_accel], return_index=True)
+    device_of = np.concatenate([accelerators, cpus])
+    device_of[used[np.argsort(first)]] = accelerators[:used.size]
+    return device_of[pieces]
+
+
+PLACER = PlacerSpec(
+    "dp", place, "Tarnawski et al.'s DP: the contiguous split of the group DAG, one piece per "
+    "device, whose busiest device is least busy per step (a pipeline's throughput)",
+    order=97, objectives=("throughput",), options=(
+        Option("--max-ideals", "max_ideals", int, MAX_IDEALS, metavar="N", least=1,
+               help="the most ideals (downward-closed sets of groups) method dp may "
+                    "enumerate; a wider group graph is refused"),))
