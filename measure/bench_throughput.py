@@ -86,9 +86,9 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from measure import real_models, say
+    from tf_placeto import methods
     from tf_placeto.measure.evaluation.interleaved import measure_interleaved
     from tf_placeto.measure.evaluation.noise import CONFIDENCE, rounds_for
-    from tf_placeto import methods
     from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.pipeline import CONFIRM_SESSIONS
     from tf_placeto.placers import hill_climb, optimal

@@ -117,12 +117,11 @@ def measure_cluster_runtime(out: str, cluster: str = "local:2", cache: Optional[
 
     with open_runtime(cluster=cluster) as runtime:
         workload = load_workload(Source(build(model), SIGNATURE), runtime, cache=cache)
-        described = runtime.describe()
     cost_model = workload.cost_model
     if cost_model.calibration is None:
         raise InputError(f"{model} on {cluster}: the profile has no calibration (a cluster "
                          "of at least two tasks fits one)")
-    record = {"runtime": described, "model": model, "devices": workload.profiled_devices,
+    record = {"runtime": cluster, "model": model, "devices": workload.profiled_devices,
               "links": cost_model.links.to_dict(orient="records"),
               "calibration": cost_model.calibration.to_json(),
               "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

@@ -60,7 +60,8 @@ def test_a_clusters_runtime_is_measured_and_poses_a_graphs_tasks(tmp_path, monke
     record = build_corpus.measure_cluster_runtime(out, "local:2", model=CHEAP)
     with open(os.path.join(out, CLUSTER_RUNTIME)) as file:
         assert json.load(file) == record
-    assert record["model"] == CHEAP and len(record["devices"]) == 2
+    assert record["model"] == CHEAP and record["runtime"] == "local:2"
+    assert len(record["devices"]) == 2
     assert "task:1" in record["devices"][1] and record["calibration"]["observations"] > 0
     [lookup] = load_profiles(names=["lookup"])
     problem = SETTINGS["cluster"].problem(lookup, 3, cluster=record)
