@@ -31,6 +31,7 @@ from tf_placeto.placers.contiguous import baselines
 from tf_placeto.placers.contiguous.accounting import device_loads, infeasibility, latency
 from tf_placeto.placers.contiguous.as_problem import placement_problem
 from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
+from tf_placeto.placers.contiguous.ideals import MAX_IDEALS
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
                                                    solve_max_load_program)
 from tf_placeto.rewrite import check_placement_path
@@ -66,7 +67,8 @@ class CostGraphMethod:
 
 
 def _dp(graph: CostGraph, request: Request) -> tuple:
-    _, assignment, info = solve_max_load_with_bar(graph)
+    max_ideals = (request.options or {}).get("max_ideals") or MAX_IDEALS
+    _, assignment, info = solve_max_load_with_bar(graph, max_ideals)
     return assignment, info
 
 

@@ -54,6 +54,15 @@ def test_place_writes_a_split_that_show_scores_alike(instance, tmp_path, cli_her
     assert json.loads(shown.stdout)["max_load"] == summary["max_load"]
 
 
+def test_the_dp_keeps_to_max_ideals(instance, cli_here):
+    """--max-ideals bounds their DP as it bounds method dp on a TensorFlow graph: the fork has
+    more than 3 ideals, so it is refused in one line."""
+    refused = cli_here("place", instance, "--method", "dp", "--objective", "throughput",
+                       "--max-ideals", "3")
+    assert refused.returncode == 2 and "more than 3 ideals" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
 def test_the_integer_program_is_never_worse_than_the_dp(instance, cli_here):
     result = cli_here("compare", instance, "--methods", "dp,optimal,one_accelerator",
                       "--objective", "throughput", "--json")

@@ -21,6 +21,7 @@ off a device without its kernel, and off a device over its memory where it can.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from tf_placeto.graph.cost_graph import CostGraph
 from tf_placeto.graph.grouping import coarsen
 from tf_placeto.placers.common import repair
 from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
+from tf_placeto.placers.contiguous.ideals import MAX_IDEALS as COST_GRAPH_MAX_IDEALS
 from tf_placeto.placers.contiguous.ideals import TooManyIdeals
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
@@ -39,10 +41,12 @@ from tf_placeto.placers.registry import Option, PlacerSpec
 MAX_IDEALS = 100_000
 
 
-def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: int = MAX_IDEALS) -> tuple:
+def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int] = None) -> tuple:
     """seed: unused (deterministic). max_ideals: the most ideals (downward-closed sets of
-    pieces) the DP may enumerate: where the groups have more, the DP splits chunks of
-    consecutive groups instead, halving their number until it fits (info: "pieces")."""
+    pieces) the DP may enumerate (default MAX_IDEALS): where the groups have more, the DP
+    splits chunks of consecutive groups instead, halving their number until it fits (info:
+    "pieces")."""
+    max_ideals = max_ideals or MAX_IDEALS
     accelerators, cpus = _device_kinds(problem)
     piece_of_group = np.arange(problem.n_groups)
     while True:
@@ -155,6 +159,8 @@ PLACER = PlacerSpec(
     "dp", place, "Tarnawski et al.'s DP: the contiguous split of the group DAG, one piece per "
     "device, whose busiest device is least busy per step (a pipeline's throughput)",
     order=97, objectives=("throughput",), options=(
-        Option("--max-ideals", "max_ideals", int, MAX_IDEALS, metavar="N", least=1,
-               help="the most ideals (downward-closed sets of groups) method dp may "
-                    "enumerate; a wider group graph is refused"),))
+        Option("--max-ideals", "max_ideals", int, None, metavar="N", least=1,
+               help="the most ideals (downward-closed sets) the DP may enumerate; a "
+                    f"TensorFlow graph's wider group DAG is split in coarser pieces (default "
+                    f"{MAX_IDEALS:,}), a wider cost graph refused (default "
+                    f"{COST_GRAPH_MAX_IDEALS:,})"),))
