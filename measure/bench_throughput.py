@@ -122,18 +122,19 @@ def main(argv=None) -> int:
                 thr_name, thr_best = min(by_stream,
                                          key=lambda c: throughput.evaluate(c[1]).us_per_step)
                 dp = methods.place("dp", throughput)
-                chosen = {f"best latency ({lat_name})": (lat_best, None),
-                          "exact throughput": (exact, took),
-                          f"best throughput ({thr_name})": (thr_best, None),
-                          "dp": (dp.group_devices, dp.decide_s)}
+                lat_label = f"best latency ({lat_name})"
+                best_label = f"best throughput ({thr_name})"
+                chosen = {lat_label: (lat_best, None), "exact throughput": (exact, took),
+                          best_label: (thr_best, None), "dp": (dp.group_devices, dp.decide_s)}
                 say(f"{name}, {devices} devices: exact throughput gap {info['gap']}, "
                     f"{took:.1f} s; dp {dp.decide_s:.1f} s over {dp.info['pieces']} pieces")
-                streamed_us = [throughput.evaluate(d).us_per_step for d, _ in chosen.values()]
+                streamed_us = {label: throughput.evaluate(d).us_per_step
+                               for label, (d, _) in chosen.items()}
                 bound_us = throughput.lower_bound_us()
                 checks.append({"model": name, "devices": devices, **model_against_stream(
                     workload, throughput, [d for _, d in by_stream]),
                     "lower bound ms/step": bound_us / 1e3,
-                    "best latency / bound": streamed_us[0] / bound_us})
+                    "best latency / bound": streamed_us[lat_label] / bound_us})
                 results = [None] * len(chosen)
                 if name in real and count is None:
                     say(f"{name}: streams of {args.in_flight} in flight for real, in turns")
@@ -142,19 +143,18 @@ def main(argv=None) -> int:
                         [throughput.placement(d) for d, _ in chosen.values()], list(chosen),
                         budget_s=args.budget, min_rounds=rounds_for(CONFIDENCE), trace=False,
                         stream=args.in_flight, sessions=sessions)
-                best_us = streamed_us[2]
-                for (label, (_, decide_s)), stream_us, result in zip(chosen.items(),
-                                                                     streamed_us, results):
+                for (label, (_, decide_s)), result in zip(chosen.items(), results):
+                    stream_us = streamed_us[label]
                     ratio = result.ratio_to_first if result is not None else None
                     rows.append({
                         "model": name, "devices": devices, "groups": latency.n_groups,
                         "placement": label, "exact gap": info["gap"], "decide s": decide_s,
                         "sim ms/step": stream_us / 1e3,
-                        "sim / best throughput": stream_us / best_us,
+                        "sim / best throughput": stream_us / streamed_us[best_label],
                         "real ms/step": result.step_time_s * 1e3 if result else np.nan,
                         "real / best latency [95%]":
                             f"{ratio['median']:.2f} [{ratio['low']:.2f}, {ratio['high']:.2f}]"
-                            if ratio and label != next(iter(chosen)) else "-"})
+                            if ratio and label != lat_label else "-"})
     print(f"ms per step with {args.in_flight} steps in flight on {args.cluster}'s devices "
           f"(or as many simulated like them), at most "
           f"{args.groups} groups; real turns in {sessions} sets of sessions")

@@ -32,6 +32,7 @@ from tf_placeto.placers.common import repair
 from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
 from tf_placeto.placers.contiguous.ideals import MAX_IDEALS as COST_GRAPH_MAX_IDEALS
 from tf_placeto.placers.contiguous.ideals import TooManyIdeals
+from tf_placeto.placers.objectives import crossing_costs_us
 from tf_placeto.placers.problem import PlacementProblem
 from tf_placeto.placers.registry import Option, PlacerSpec
 
@@ -63,9 +64,8 @@ def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int]
     if not fits:        # no split fits the memory model: the least loaded one, for repair
         load, assignment, info = solve_max_load_with_bar(
             dataclasses.replace(graph, memory_per_accelerator=np.inf), max_ideals)
-    first_op = np.array([ops[0] for ops in problem.groups.groups], np.int64)
-    decision, moved = repair(problem, _in_pipeline_order(assignment[first_op], accelerators,
-                                                         cpus))
+    decision, moved = repair(problem, _in_pipeline_order(assignment[_first_ops(problem)],
+                                                         accelerators, cpus))
     return decision, {
         "max_load_us": float(load), "fits_memory_model": fits, "moved_by_repair": moved,
         "pieces": int(piece_of_group.max()) + 1, "ideals": info["ideals"],
@@ -83,19 +83,18 @@ def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.nda
     piece_of = piece_of_group[group_of]
     n_ops = group_of.shape[0]
     op_us = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
-    src = np.concatenate([simulation.tensor_producer[simulation.edge_tensor],
-                          simulation.control_src])
+    producer = simulation.tensor_producer[simulation.edge_tensor]     # per data edge
+    src = np.concatenate([producer, simulation.control_src])
     dst = np.concatenate([simulation.edge_consumer, simulation.control_dst])
     keep = (src != dst) & (piece_of[src] <= piece_of[dst])     # feedback edges left out
     pairs = np.unique(src[keep] * n_ops + dst[keep])
     # an output pays its transfer when some reader is in another piece
-    leaves = piece_of[simulation.tensor_producer[simulation.edge_tensor]] \
-        != piece_of[simulation.edge_consumer]
+    leaves = piece_of[producer] != piece_of[simulation.edge_consumer]
     crossing = np.unique(simulation.edge_tensor[leaves])
     output_cost = np.bincount(simulation.tensor_producer[crossing], minlength=n_ops,
                               weights=_occupied_us(problem, simulation.tensor_bytes[crossing]))
     size = np.zeros(n_ops)
-    size[[ops[0] for ops in problem.groups.groups]] = problem.memory_bytes
+    size[_first_ops(problem)] = problem.memory_bytes
     op_us = np.where(np.isfinite(op_us), op_us, 0.0)       # no kernel: `supported` says so
     on_cpu = op_us[:, cpus[0]] if cpus.size else np.zeros(n_ops)
     return CostGraph(
@@ -110,20 +109,23 @@ def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.nda
         source="the graph's groups")
 
 
+def _first_ops(problem: PlacementProblem) -> np.ndarray:
+    """Each group's first op (the group's device is its first op's in the cost graph)."""
+    return np.array([ops[0] for ops in problem.groups.groups], np.int64)
+
+
 def _occupied_us(problem: PlacementProblem, nbytes: np.ndarray) -> np.ndarray:
-    """What a tensor that crosses takes of each end per step, averaged over pairs of
-    distinct devices, as the simulator splits a transfer: the larger of its copy at each end
-    (processor time where workers serialize: a fixed time and a share of its bytes) and the
-    rest of its bytes on the link, which the ends' pipeline stages share. A link's latency
-    is not: in a stream, other steps' work fills it."""
-    simulation = problem.simulation
+    """What a tensor that crosses takes of each end per step, averaged over ordered pairs of
+    distinct devices, from the simulator's split of a transfer (objectives.crossing_costs_us):
+    the larger of its copy at each end (processor time where workers serialize) and its bytes
+    on the link, which the ends' pipeline stages share. Not the link's latency (the wire's
+    time for no bytes): in a stream, other steps' work fills it."""
     if problem.n_devices < 2:
         return np.zeros(len(nbytes))
-    off = ~np.eye(problem.n_devices, dtype=bool)
-    fixed = 0.0 if simulation.link_copy_us is None else simulation.link_copy_us[off].mean()
-    share = 0.0 if simulation.link_copy_share is None else simulation.link_copy_share[off].mean()
-    moving_us = nbytes * (1.0 / problem.bytes_per_us[off]).mean()
-    return np.maximum(fixed + share * moving_us, (1.0 - 2.0 * share) * moving_us)
+    src, dst = np.nonzero(~np.eye(problem.n_devices, dtype=bool))
+    costs = crossing_costs_us(problem, np.asarray(nbytes, np.float64)[:, None], 0.0, src, dst)
+    latency_us = crossing_costs_us(problem, 0.0, 0.0, src, dst).wire_us
+    return np.maximum(costs.sender_us, costs.wire_us - latency_us).mean(axis=1)
 
 
 def _device_kinds(problem: PlacementProblem) -> tuple:

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from tf_placeto.graph.cost_graph import CostGraph
-from tf_placeto.log import progress
+from tf_placeto.log import progress as progress_bar
 from tf_placeto.placers.contiguous.accounting import max_load
 from tf_placeto.placers.contiguous.ideals import (MAX_IDEALS, Blocks, Ideals, contract,
                                                    enumerate_ideals)
@@ -96,7 +96,7 @@ def solve_max_load(graph: CostGraph, progress=None, max_ideals: int = MAX_IDEALS
 
 def solve_max_load_with_bar(graph: CostGraph, max_ideals: int = MAX_IDEALS):
     """solve_max_load, its ideals counted on a progress bar (log.progress)."""
-    with progress(desc="dp: ideals", unit=" ideals", leave=False) as bar:
+    with progress_bar(desc="dp: ideals", unit=" ideals", leave=False) as bar:
         def advance(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
