@@ -3,6 +3,8 @@ programs and the baselines against brute force over every split of small instanc
 here."""
 
 import itertools
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from tf_placeto.placers.contiguous.baselines import (greedy_latency, local_searc
                                                      one_accelerator, pipedream)
 from tf_placeto.placers.contiguous.dp import solve_max_load
 from tf_placeto.placers.contiguous.ideals import TooManyIdeals, contract, enumerate_ideals
+from tf_placeto.placers.contiguous import program
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
                                                    solve_max_load_program)
 
@@ -240,6 +243,48 @@ def test_the_program_agrees_with_brute_force_on_random_graphs(seed):
         assert infeasibility(graph, assignment) is None
     else:
         assert assignment is None and info["status"] == "infeasible"
+
+
+def test_the_two_runs_report_as_one_search_and_stop_together():
+    """The bisection and the whole run beside it (program.py) show one incumbent that never
+    rises and one bound that never falls; once the bisection proves the optimum, the whole run
+    is stopped rather than waited for."""
+    rng = np.random.default_rng(7)
+    n = 60
+    nodes = [(float(rng.uniform(5, 20)), float(rng.uniform(0.5, 2)), 1, True, i, 0)
+             for i in range(n)]
+    edges = [(u, u + 1) for u in range(n - 1)] + [(u, u + 3) for u in range(0, n - 3, 4)]
+    costs = {u: float(rng.uniform(0, 0.2)) for u in range(n)}
+    graph = _graph(nodes, edges, costs, accelerators=4, memory=1e9)
+    _, start, _ = solve_max_load(graph)
+    seen = []
+    load, _, info = solve_max_load_program(graph, start=start, time_limit_s=3.0,
+                                           progress=lambda *pair: seen.append(pair))
+    incumbents, bounds = np.array(seen).T
+    assert np.all(np.diff(incumbents) <= 0) and np.all(np.diff(bounds) >= 0)
+    assert np.all(bounds <= incumbents + 1e-9) and load <= incumbents[-1] + 1e-9
+    assert info["bound"] <= load
+    _, start, _ = solve_max_load(_branchy(9.0))
+    _, _, info = solve_max_load_program(_branchy(9.0), start=start, time_limit_s=60.0)
+    assert info["status"] == "optimal" and info["seconds"] < 20.0
+
+
+def test_re_splitting_pairs_of_devices_improves_a_poor_split_within_the_rules():
+    graph = _branchy(9.0)
+    splits = [np.array(devices) for devices in
+              itertools.product(range(graph.n_devices), repeat=graph.n_nodes)]
+    feasible = [split for split in splits if infeasibility(graph, split) is None]
+    worst = max(feasible, key=lambda split: max_load(graph, split))
+    best = min(max_load(graph, split) for split in feasible)
+    classes = program._Classes(graph, graph.n_devices)
+    better = program._resplit_pairs(graph, classes, worst, threading.Event(),
+                                    time.perf_counter() + 30.0)
+    assert infeasibility(graph, better) is None
+    assert best <= max_load(graph, better) < max_load(graph, worst)
+    stopped = threading.Event()
+    stopped.set()
+    assert np.array_equal(program._resplit_pairs(graph, classes, worst, stopped,
+                                                 time.perf_counter() + 30.0), worst)
 
 
 def test_the_program_never_ends_worse_than_its_start():

@@ -110,8 +110,13 @@ def placing_arguments(parser) -> None:
     for spec, option in choices.placer_options():       # each placer's own, from its PLACER
         parser.add_argument(option.flag, type=option.type, choices=option.choices or None,
                             metavar=option.metavar, help=_option_help(spec, option))
+    cache_argument(parser)
+
+
+def cache_argument(parser) -> None:
+    """--cache DIR, the same for every command that profiles or reads profiles."""
     parser.add_argument("--cache", metavar="DIR",
-                        help="where profiles and results are kept "
+                        help="where profiles and their results are kept "
                              "(default $TF_PLACETO_CACHE/profiles)")
 
 

@@ -8,8 +8,9 @@ import json
 import pandas as pd
 
 from tf_placeto import api
-from tf_placeto.cli.common import (count, measured_something, runtime_arguments, seconds,
-                                   source_arguments, source_of, steps_in_flight, target_of)
+from tf_placeto.cli.common import (cache_argument, count, measured_something, runtime_arguments,
+                                   seconds, source_arguments, source_of, steps_in_flight,
+                                   target_of)
 from tf_placeto.frontend import check_output_folder
 from tf_placeto.measure.evaluation.interleaved import Timing
 from tf_placeto.graph.sources import source_path
@@ -47,9 +48,7 @@ def add_parser(subparsers) -> None:
                              "concurrent requests (threads over one session); reports steps "
                              "per second once the stream is full, and each figure is "
                              "seconds per step")
-    parser.add_argument("--cache", metavar="DIR",
-                        help="where profiles and results are kept "
-                             "(default $TF_PLACETO_CACHE/profiles)")
+    cache_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list of results")
     parser.set_defaults(handler=run)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tf_placeto import api, choices
-from tf_placeto.cli.common import (EXIT_OK, count, runtime_arguments, source_arguments,
-                                   source_of, target_of)
+from tf_placeto.cli.common import (EXIT_OK, cache_argument, count, runtime_arguments,
+                                   source_arguments, source_of, target_of)
 
 
 def add_parser(subparsers) -> None:
@@ -21,8 +21,7 @@ def add_parser(subparsers) -> None:
                              "real and fit the simulator to them (default "
                              f"{choices.CALIBRATION_PLACEMENTS}; 0: skip); refitted later "
                              "with every real measurement of the graph")
-    parser.add_argument("--cache", metavar="DIR",
-                        help="where profiles are kept (default $TF_PLACETO_CACHE/profiles)")
+    cache_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 

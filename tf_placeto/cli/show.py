@@ -8,8 +8,8 @@ import pandas as pd
 
 from tf_placeto import api, plots
 from tf_placeto.cli import cost_graph
-from tf_placeto.cli.common import (EXIT_OK, runtime_arguments, source_arguments, source_of,
-                                   target_of)
+from tf_placeto.cli.common import (EXIT_OK, cache_argument, runtime_arguments, source_arguments,
+                                   source_of, target_of)
 from tf_placeto.frontend import check_output_file, check_output_folder
 from tf_placeto.graph.sources import source_path
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--tensorboard", metavar="LOGDIR",
                         help="write the placed op graph as a TensorBoard log (Graphs view, "
                              "Color: Device)")
-    parser.add_argument("--cache", metavar="DIR", help="where profiles are kept")
+    cache_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 

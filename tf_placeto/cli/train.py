@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from tf_placeto import choices, plots
-from tf_placeto.cli.common import (EXIT_OK, count, device_count, link_argument,
+from tf_placeto.cli.common import (EXIT_OK, cache_argument, count, device_count, link_argument,
                                    runtime_arguments, seconds, target_of)
 from tf_placeto.training_api import TrainingPlan, train
 
@@ -104,7 +104,7 @@ def add_parser(subparsers) -> None:
                              "is posed from each")
     link_argument(parser, several=True)
     runtime_arguments(parser, default="local:2")
-    parser.add_argument("--cache", metavar="DIR", help="where profiles are kept")
+    cache_argument(parser)
     parser.add_argument("--seed", type=count(0), default=TrainingPlan.seed,
                         help="the run's seed: first weights, starts, samples and imitation "
                              "batches (default 0)")

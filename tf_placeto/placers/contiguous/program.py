@@ -15,12 +15,24 @@ makes each load row a knapsack that HiGHS cuts and probes: there, a cap 1.6% ove
 was proved infeasible in 4 s. So the search is a bisection over caps between the proven bound
 and the best split, each probe a HiGHS run that either finds a split under the cap, proves there
 is none (the cap is a bound), or times out with its own dual bound (a bound too, up to the cap).
+Each probe takes 60% of the time left: a probe cut at a third raised GNMT's bounds less.
 The latency program also bounds the latency by the work along each path, rows without big-M.
+
+The bisection raises the bound but seldom improves on the start: HiGHS finds better splits late
+in a long run, which the probes cut short. So a second HiGHS run, under the start's value, takes
+the whole time in a thread beside it (HiGHS releases the GIL: two cores), and the answer is the
+better split and the higher bound of the two. Under max-load that run first re-splits pairs of
+devices (the busiest and each other in turn, a small HiGHS run each) for 15% of the time: on
+Inception-V3's layer graphs no whole run improved on the DP's split within a minute, and the
+pairs do so within seconds. Which large instance closes within a minute varies between runs:
+the whole run finds its splits late and by chance.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import threading
 import time
 from typing import Callable, Optional
 
@@ -30,13 +42,18 @@ import scipy.sparse
 
 from tf_placeto.errors import PlacementError
 from tf_placeto.graph.cost_graph import CostGraph
-from tf_placeto.placers.contiguous.accounting import infeasibility, latency, max_load
+from tf_placeto.placers.contiguous.accounting import (device_loads, infeasibility, latency,
+                                                      max_load)
 from tf_placeto.placers.optimal.program import new_highs, report_progress
 
 # Slack on a cap, above HiGHS' feasibility tolerance, so that a split at the cap stays.
 _CAP_SLACK = 1e-6
 # Each probe's share of the time left (under 2 s left, all of it).
-_PROBE_SHARE = 1 / 3
+_PROBE_SHARE = 0.6
+# The whole run's share of the time for re-splitting pairs of devices first, and each pair's
+# HiGHS run's limit.
+_POLISH_SHARE = 0.15
+_PAIR_SECONDS = 2.0
 
 
 def solve_max_load_program(graph: CostGraph, start=None, time_limit_s: float = 60.0,
@@ -52,7 +69,7 @@ def solve_max_load_program(graph: CostGraph, start=None, time_limit_s: float = 6
     or "infeasible"), probes (HiGHS runs), columns and rows (of the last).
     """
     return _search(graph, graph.n_devices, _max_load_model, functools.partial(max_load, graph),
-                   start, time_limit_s, progress, rel_gap)
+                   start, time_limit_s, progress, rel_gap, polish=_resplit_pairs)
 
 
 def solve_latency_program(graph: CostGraph, start=None, time_limit_s: float = 60.0,
@@ -65,23 +82,26 @@ def solve_latency_program(graph: CostGraph, start=None, time_limit_s: float = 60
                    functools.partial(latency, graph), start, time_limit_s, progress, rel_gap)
 
 
-def _max_load_model(graph: CostGraph, classes: "_Classes", scale: float, cap: float):
-    """(builder, x, goal): the busiest device's load, every load at most `cap` (scaled)."""
+def _max_load_model(graph: CostGraph, classes: "_Classes", scale: float, cap: float,
+                    devices=None):
+    """(builder, x, goal): the busiest device's load, every load at most `cap` (scaled); of
+    `devices` only, if given (the others' loads are then left out)."""
     k, n_devices = graph.max_accelerators, graph.n_devices
+    devices = range(n_devices) if devices is None else devices
     b = _Builder()
     x = classes.assignment(b, graph, n_devices)
     payer, cost, pair_payer, pair_reader = _payers(graph)
     # z[g, a]: payer group g's output crosses accelerator a's boundary, one way or the other
     z = b.columns((len(payer), k))
     goal = b.columns(1, upper=cap)[0]
-    for a in range(k):
+    for a in (d for d in devices if d < k):
         inside, reader, cross = x[payer, a], x[pair_reader, a], z[pair_payer, a]
         b.rows(0.0, np.inf, [cross, reader, inside[pair_payer]], [1.0, -1.0, 1.0])
         b.rows(0.0, np.inf, [cross, inside[pair_payer], reader], [1.0, -1.0, 1.0])
         load = [x[:, a], z[:, a]], [classes.accel / scale, cost / scale]
         b.row(-np.inf, cap, *load)
         b.row(-np.inf, 0.0, load[0] + [[goal]], load[1] + [-1.0])
-    for c in range(k, n_devices):
+    for c in (d for d in devices if d >= k):
         b.row(-np.inf, cap, [x[:, c]], [classes.cpu / scale])
         b.row(-np.inf, 0.0, [x[:, c], [goal]], [classes.cpu / scale, -1.0])
     return b, x, goal
@@ -172,6 +192,17 @@ class _Classes:
             for a in range(graph.max_accelerators):
                 b.row(-np.inf, capacity / unit, [x[:, a]], [self.size / unit])
         return x
+
+    def within(self, column: np.ndarray, devices) -> "_Classes":
+        """These classes with those on `devices` free to move among them only and the others
+        kept on their `column`."""
+        free = np.isin(column, devices)
+        allowed = np.zeros_like(self.upper)
+        allowed[np.ix_(free, devices)] = 1.0
+        allowed[~free, column[~free]] = 1.0
+        restricted = copy.copy(self)
+        restricted.upper = self.upper * allowed
+        return restricted
 
     def columns(self, graph: CostGraph, assignment, n_columns: int) -> np.ndarray:
         """Each class's column under `assignment` (every CPU to the one CPU column, if so)."""
@@ -271,8 +302,9 @@ def _scale(graph: CostGraph, start, value, classes: _Classes) -> float:
 
 
 def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s, progress,
-            rel_gap):
-    """The bisection over caps of the module's docstring: (value, assignment, info)."""
+            rel_gap, polish=None):
+    """The bisection over caps of the module's docstring, and the whole run beside it (after
+    `polish`, if any, has improved the start): (value, assignment, info)."""
     began = time.perf_counter()
     deadline = began + time_limit_s
     classes = _Classes(graph, n_columns)
@@ -280,34 +312,36 @@ def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s,
     best, assignment = np.inf, None
     if start is not None:
         best, assignment = value(start), np.asarray(start, np.int64)
+    shown = None if progress is None else _Shown(progress)
     lower, cap = 0.0, 1.0 + _CAP_SLACK          # scaled; a split of value `scale` fits
-    probes = 0
-    while True:
-        b, x, goal = build(graph, classes, scale, cap)
-        hint = None
-        if assignment is not None and best <= cap * scale:
-            hint = classes.columns(graph, assignment, n_columns)
-        remaining = deadline - time.perf_counter()
-        report = None if progress is None else functools.partial(
-            _combined, progress, scale, best, lower, cap)
-        found, bound, infeasible = _run(b, x, goal, lower, hint, remaining * _PROBE_SHARE
-                                        if remaining > 2.0 else remaining, rel_gap, report)
-        probes += 1
-        resolved = infeasible
-        if found is not None:
-            split = found[graph.color_class]
-            try:
-                load = value(split) if infeasibility(graph, split) is None else np.inf
-            except PlacementError:                  # the latency of a cyclic split
-                load = np.inf
+    whole = _WholeRun(graph, classes, build, value, scale, n_columns, assignment, deadline,
+                      rel_gap, shown, polish)
+    probes = 1
+    try:
+        while True:
+            b, x, goal, hint = _probe(graph, classes, build, scale, cap, best, assignment,
+                                      n_columns)
+            remaining = deadline - time.perf_counter()
+            highs = _prepared(b, x, goal, lower, hint, remaining * _PROBE_SHARE
+                              if remaining > 2.0 else remaining, rel_gap,
+                              _reporter(shown, scale, best, lower, cap))
+            highs.run()
+            found, bound, infeasible = _outcome(highs, x)
+            probes += 1
+            load = _value_of(graph, found, value)
             if load < best:
-                best, assignment = load, split
-            resolved = True
-        lower = max(lower, cap if infeasible else min(cap, bound))
-        # a probe that ran out of time aims lower: refuting a cap is what it did not manage
-        cap = (lower + (best / scale if resolved else cap)) / 2.0
-        if cap * scale >= best * (1.0 - rel_gap / 2) or time.perf_counter() >= deadline - 0.05:
-            break
+                best, assignment = load, found[graph.color_class]
+            resolved = infeasible or found is not None
+            lower = max(lower, cap if infeasible else min(cap, bound))
+            # a probe that ran out of time aims lower: refuting a cap is what it did not manage
+            cap = (lower + (best / scale if resolved else cap)) / 2.0
+            if cap * scale >= best * (1.0 - rel_gap / 2) or time.perf_counter() >= deadline - 0.05:
+                break
+    finally:                                    # the whole run ends with the search
+        split, bound = whole.outcome()
+    if split is not None and value(split) < best:
+        best, assignment = value(split), split
+    lower = max(lower, bound)
     bound = min(lower * scale, best)
     if not np.isfinite(best):
         status = "infeasible" if lower >= 1.0 else "time limit"
@@ -319,15 +353,139 @@ def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s,
         "probes": probes, "columns": b.n_columns, "rows": b.n_rows}
 
 
+def _probe(graph, classes, build, scale, cap, best, assignment, n_columns):
+    """(builder, x, goal, hint) of a HiGHS run under `cap`: the best split as its hint where
+    it fits under the cap."""
+    b, x, goal = build(graph, classes, scale, cap)
+    fits = assignment is not None and best <= cap * scale
+    return b, x, goal, classes.columns(graph, assignment, n_columns) if fits else None
+
+
+def _value_of(graph: CostGraph, found, value) -> float:
+    """The value of a run's split (each class's column), inf if none or it breaks a rule."""
+    if found is None:
+        return np.inf
+    split = found[graph.color_class]
+    try:
+        return value(split) if infeasibility(graph, split) is None else np.inf
+    except PlacementError:                          # the latency of a cyclic split
+        return np.inf
+
+
+class _Shown:
+    """progress() of the two runs together: the lower incumbent and the higher bound."""
+
+    def __init__(self, progress: Callable[[float, float], None]):
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._best, self._bound = np.inf, 0.0
+
+    def __call__(self, incumbent: float, bound: float) -> None:
+        with self._lock:
+            self._best, self._bound = min(self._best, incumbent), max(self._bound, bound)
+            self._progress(self._best, self._bound)
+
+
+class _WholeRun:
+    """In a thread: `polish` improves the start for up to _POLISH_SHARE of the time, then one
+    HiGHS run under its value takes the rest (the module's docstring says why)."""
+
+    def __init__(self, graph, classes, build, value, scale, n_columns, start, deadline, rel_gap,
+                 shown, polish):
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._highs = None
+        self._split, self._bound = start, 0.0
+        self._thread = threading.Thread(target=self._work, daemon=True, args=(
+            graph, classes, build, value, scale, n_columns, deadline, rel_gap, shown, polish))
+        self._thread.start()
+
+    def _work(self, graph, classes, build, value, scale, n_columns, deadline, rel_gap, shown,
+              polish):
+        best = np.inf if self._split is None else value(self._split)
+        if polish is not None and self._split is not None:
+            began = time.perf_counter()
+            self._split = polish(graph, classes, self._split, self._stop,
+                                 began + (deadline - began) * _POLISH_SHARE)
+            best = value(self._split)
+            if shown is not None:
+                shown(best, 0.0)
+        cap = (best / scale if np.isfinite(best) else 1.0) + _CAP_SLACK
+        b, x, goal, hint = _probe(graph, classes, build, scale, cap, best, self._split,
+                                  n_columns)
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._highs = _prepared(b, x, goal, 0.0, hint, deadline - time.perf_counter(),
+                                    rel_gap, _reporter(shown, scale, best, 0.0, cap))
+            self._highs.HandleUserInterrupt = True
+        self._highs.run()
+        found, bound, infeasible = _outcome(self._highs, x)
+        if _value_of(graph, found, value) < best:
+            self._split = found[graph.color_class]
+        self._bound = cap if infeasible else min(cap, bound)
+
+    def outcome(self):
+        """(the best split found or the start, a proven bound, scaled), the work stopped now
+        if it has not ended."""
+        with self._lock:
+            self._stop.set()
+            if self._highs is not None:
+                self._highs.cancelSolve()
+        self._thread.join()
+        return self._split, self._bound
+
+
+def _resplit_pairs(graph: CostGraph, classes: _Classes, split: np.ndarray, stop, deadline):
+    """The split improved pair by pair until `deadline` or `stop` is set: the busiest device's
+    classes and another device's split again between the two by a HiGHS run (the rest
+    fixed), kept where the pair's busier side gets lighter. HiGHS' whole run finds such moves
+    late, and the DP's splits of Inception-V3 have none of one class or a swap of two."""
+    n_columns = graph.n_devices
+    column = classes.columns(graph, split, n_columns)
+    tried = set()
+    while not stop.is_set() and time.perf_counter() < deadline:
+        loads = device_loads(graph, column[graph.color_class])
+        busiest, *others = np.argsort(-loads, kind="stable").tolist()
+        for other in others:
+            pair = [busiest, other]
+            if (column.tobytes(), other) in tried:
+                continue
+            tried.add((column.tobytes(), other))
+            heavier = loads[pair].max()
+            remaining = deadline - time.perf_counter()
+            if stop.is_set() or remaining <= 0 or heavier <= 0:
+                return column[graph.color_class]
+            b, x, goal = _max_load_model(graph, classes.within(column, pair), heavier,
+                                         1.0 + _CAP_SLACK, devices=pair)
+            highs = _prepared(b, x, goal, 0.0, column, min(_PAIR_SECONDS, remaining), 1e-6,
+                              None)
+            highs.run()
+            found, _, _ = _outcome(highs, x)
+            if found is None or infeasibility(graph, found[graph.color_class]) is not None:
+                continue
+            if device_loads(graph, found[graph.color_class])[pair].max() < heavier - 1e-12:
+                column = found
+                break
+        else:
+            break                                   # no pair improves: a local optimum
+    return column[graph.color_class]
+
+
+def _reporter(shown: Optional[_Shown], scale, best, lower, cap):
+    """What a run under `cap` reports its (scaled) incumbent and bound to, if anything."""
+    return None if shown is None else functools.partial(_combined, shown, scale, best, lower,
+                                                        cap)
+
+
 def _combined(progress, scale, best, lower, cap, incumbent, bound):
-    """progress() of the whole search from one probe's incumbent and bound (scaled)."""
+    """progress() of the whole search from one run's incumbent and bound (scaled)."""
     progress(min(best, incumbent * scale), max(lower, min(cap, bound)) * scale)
 
 
-def _run(b: _Builder, x, goal, lower, hint, time_limit_s, rel_gap, report):
-    """One HiGHS run with the goal at least `lower`, from `hint` (each class's column) if
-    any: (each class's column in the best solution or None, the dual bound (0 if none),
-    whether no solution exists)."""
+def _prepared(b: _Builder, x, goal, lower, hint, time_limit_s, rel_gap, report):
+    """A HiGHS instance holding the program, the goal at least `lower`, from `hint` (each
+    class's column) if any, ready to run."""
     highs = new_highs()
     for name, setting in (("output_flag", False), ("threads", 1), ("mip_rel_gap", rel_gap),
                           ("time_limit", max(float(time_limit_s), 0.01))):
@@ -353,7 +511,12 @@ def _run(b: _Builder, x, goal, lower, hint, time_limit_s, rel_gap, report):
         highs.setSolution(x.size, x.ravel().astype(np.int32), values.ravel())
     if report is not None:
         report_progress(highs, report)
-    highs.run()
+    return highs
+
+
+def _outcome(highs, x):
+    """(each class's column in the run's best solution or None, its dual bound (0 if none),
+    whether no solution exists)."""
     info = highs.getInfo()
     found = None
     if info.primal_solution_status == 2:            # kSolutionStatusFeasible
