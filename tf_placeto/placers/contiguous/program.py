@@ -23,9 +23,9 @@ in a long run, which the probes cut short. So a second HiGHS run, under the star
 the whole time in a thread beside it (HiGHS releases the GIL: two cores), and the answer is the
 better split and the higher bound of the two. Under max-load that run first re-splits pairs of
 devices (the busiest and each other in turn, a small HiGHS run each) for 15% of the time: on
-Inception-V3's layer graphs no whole run improved on the DP's split within a minute, and the
-pairs do so within seconds. Which large instance closes within a minute varies between runs:
-the whole run finds its splits late and by chance.
+Inception-V3's inference layer graph the whole run alone kept the DP's split (51.55) for the
+minute, and with the pairs first it ends at 51.51. Which large instance closes within a minute
+varies between runs: the whole run finds its splits late and by chance.
 """
 
 from __future__ import annotations
@@ -328,9 +328,9 @@ def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s,
             highs.run()
             found, bound, infeasible = _outcome(highs, x)
             probes += 1
-            load = _value_of(graph, found, value)
+            load, split = _split_of(graph, found, value)
             if load < best:
-                best, assignment = load, found[graph.color_class]
+                best, assignment = load, split
             resolved = infeasible or found is not None
             lower = max(lower, cap if infeasible else min(cap, bound))
             # a probe that ran out of time aims lower: refuting a cap is what it did not manage
@@ -339,8 +339,9 @@ def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s,
                 break
     finally:                                    # the whole run ends with the search
         split, bound = whole.outcome()
-    if split is not None and value(split) < best:
-        best, assignment = value(split), split
+    load = np.inf if split is None else value(split)
+    if load < best:
+        best, assignment = load, split
     lower = max(lower, bound)
     bound = min(lower * scale, best)
     if not np.isfinite(best):
@@ -361,15 +362,18 @@ def _probe(graph, classes, build, scale, cap, best, assignment, n_columns):
     return b, x, goal, classes.columns(graph, assignment, n_columns) if fits else None
 
 
-def _value_of(graph: CostGraph, found, value) -> float:
-    """The value of a run's split (each class's column), inf if none or it breaks a rule."""
+def _split_of(graph: CostGraph, found, value) -> tuple:
+    """(value, split) of a run's solution (each class's column): (inf, None) if none, or if
+    it breaks a rule."""
     if found is None:
-        return np.inf
+        return np.inf, None
     split = found[graph.color_class]
     try:
-        return value(split) if infeasibility(graph, split) is None else np.inf
+        if infeasibility(graph, split) is None:
+            return value(split), split
     except PlacementError:                          # the latency of a cyclic split
-        return np.inf
+        pass
+    return np.inf, None
 
 
 class _Shown:
@@ -421,8 +425,9 @@ class _WholeRun:
             self._highs.HandleUserInterrupt = True
         self._highs.run()
         found, bound, infeasible = _outcome(self._highs, x)
-        if _value_of(graph, found, value) < best:
-            self._split = found[graph.color_class]
+        load, split = _split_of(graph, found, value)
+        if load < best:
+            self._split = split
         self._bound = cap if infeasible else min(cap, bound)
 
     def outcome(self):
@@ -439,32 +444,27 @@ class _WholeRun:
 def _resplit_pairs(graph: CostGraph, classes: _Classes, split: np.ndarray, stop, deadline):
     """The split improved pair by pair until `deadline` or `stop` is set: the busiest device's
     classes and another device's split again between the two by a HiGHS run (the rest
-    fixed), kept where the pair's busier side gets lighter. HiGHS' whole run finds such moves
-    late, and the DP's splits of Inception-V3 have none of one class or a swap of two."""
-    n_columns = graph.n_devices
-    column = classes.columns(graph, split, n_columns)
-    tried = set()
+    fixed), kept where the pair's busier side gets lighter, until no pair does."""
+    column = classes.columns(graph, split, graph.n_devices)
     while not stop.is_set() and time.perf_counter() < deadline:
         loads = device_loads(graph, column[graph.color_class])
         busiest, *others = np.argsort(-loads, kind="stable").tolist()
+        if loads[busiest] <= 0:
+            break
         for other in others:
             pair = [busiest, other]
-            if (column.tobytes(), other) in tried:
-                continue
-            tried.add((column.tobytes(), other))
-            heavier = loads[pair].max()
             remaining = deadline - time.perf_counter()
-            if stop.is_set() or remaining <= 0 or heavier <= 0:
+            if stop.is_set() or remaining <= 0:
                 return column[graph.color_class]
-            b, x, goal = _max_load_model(graph, classes.within(column, pair), heavier,
+            b, x, goal = _max_load_model(graph, classes.within(column, pair), loads[busiest],
                                          1.0 + _CAP_SLACK, devices=pair)
             highs = _prepared(b, x, goal, 0.0, column, min(_PAIR_SECONDS, remaining), 1e-6,
                               None)
             highs.run()
             found, _, _ = _outcome(highs, x)
-            if found is None or infeasibility(graph, found[graph.color_class]) is not None:
-                continue
-            if device_loads(graph, found[graph.color_class])[pair].max() < heavier - 1e-12:
+            resplit = None if found is None else found[graph.color_class]
+            if resplit is not None and infeasibility(graph, resplit) is None and \
+                    device_loads(graph, resplit)[pair].max() < loads[busiest] - 1e-12:
                 column = found
                 break
         else:
