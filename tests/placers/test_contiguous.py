@@ -13,6 +13,7 @@ from tf_placeto.errors import PlacementError
 from tf_placeto.graph.cost_graph import parse_cost_graph
 from tf_placeto.placers.contiguous.accounting import (device_loads, infeasibility, latency,
                                                       max_load)
+from tf_placeto.placers.contiguous.balance import rebalanced
 from tf_placeto.placers.contiguous.baselines import (greedy_latency, local_search,
                                                      one_accelerator, pipedream)
 from tf_placeto.placers.contiguous.dp import solve_max_load
@@ -285,6 +286,86 @@ def test_re_splitting_pairs_of_devices_improves_a_poor_split_within_the_rules():
     stopped.set()
     assert np.array_equal(program._resplit_pairs(graph, classes, worst, stopped,
                                                  time.perf_counter() + 30.0), worst)
+
+
+def _no_move_lowers(graph, split, value=max_load) -> bool:
+    """Whether no move of one colour class to another device it may take lowers `value`
+    (counted from scratch; a split without a latency does not count)."""
+    load = value(graph, split)
+    for c in np.unique(graph.color_class):
+        for device in range(graph.n_devices):
+            moved = np.where(graph.color_class == c, device, split)
+            try:
+                if infeasibility(graph, moved) is None and value(graph, moved) < load - 1e-9:
+                    return False
+            except PlacementError:
+                pass
+    return True
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_local_search_ends_where_no_move_helps_within_the_rules(seed):
+    """balance.py prices moves and swaps by the nodes they touch; counted from scratch, its
+    first descent (stopped before any kick) and its answer keep every rule and no single move
+    lowers their max-load, and each better split it offers is better than the last."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
+              bool(rng.random() > 0.15), i, 0) for i in range(n)]
+    for mate in rng.integers(1, n, 3):
+        nodes[mate] = (*nodes[mate][:4], int(rng.integers(0, mate)), 0)
+    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.3})
+    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
+    start = np.full(graph.n_nodes, graph.max_accelerators)         # all on the CPU
+    stopped = threading.Event()
+    stopped.set()
+    descended = rebalanced(graph, start, time.perf_counter() + 10.0, stop=stopped)
+    offered = []
+    split = rebalanced(graph, start, time.perf_counter() + 10.0, found=offered.append)
+    for answer in (descended, split):
+        assert infeasibility(graph, answer) is None and _no_move_lowers(graph, answer)
+    loads = [max_load(graph, offered_split) for offered_split in offered]
+    assert loads == sorted(loads, reverse=True) and loads[-1] == max_load(graph, split)
+    assert max_load(graph, split) <= max_load(graph, descended) < max_load(graph, start)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_local_search_under_latency_ends_where_no_move_helps(seed):
+    rng = np.random.default_rng(seed)
+    n = 10
+    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
+              bool(rng.random() > 0.15), i, 0) for i in range(n)]
+    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.3})
+    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
+    start = greedy_latency(graph)[1]
+    stopped = threading.Event()
+    stopped.set()
+    for stop in (stopped, None):
+        split = rebalanced(graph, start, time.perf_counter() + 10.0, stop=stop,
+                           objective="latency")
+        assert infeasibility(graph, split) is None and _no_move_lowers(graph, split, latency)
+        assert latency(graph, split) <= latency(graph, start)
+
+
+def test_the_local_search_improves_the_worst_split_and_stops_when_told():
+    graph = _branchy(9.0)
+    splits = [np.array(devices) for devices in
+              itertools.product(range(graph.n_devices), repeat=graph.n_nodes)]
+    worst = max((split for split in splits if infeasibility(graph, split) is None),
+                key=lambda split: max_load(graph, split))
+    better = rebalanced(graph, worst, time.perf_counter() + 10.0)
+    assert infeasibility(graph, better) is None and _no_move_lowers(graph, better)
+    assert max_load(graph, better) < max_load(graph, worst)
+    stopped = threading.Event()
+    stopped.set()
+    # stopped, it still makes its first descent (a local optimum), and no kicks after it
+    descended = rebalanced(graph, worst, time.perf_counter() + 10.0, stop=stopped)
+    assert _no_move_lowers(graph, descended)
+    assert max_load(graph, better) <= max_load(graph, descended) < max_load(graph, worst)
+    with pytest.raises(PlacementError, match="breaks a rule"):
+        rebalanced(graph, np.zeros(graph.n_nodes, np.int64), time.perf_counter() + 1.0)
 
 
 def test_the_program_never_ends_worse_than_its_start():

@@ -13,6 +13,7 @@ An assignment gives each node a device: accelerators 0..k-1, then the CPUs k..k+
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from tf_placeto.errors import PlacementError
@@ -22,21 +23,51 @@ from tf_placeto.graph.cost_graph import CostGraph
 def device_loads(graph: CostGraph, assignment) -> np.ndarray:
     """Each device's load per sample (0 for an unused one), accelerators first."""
     a = _checked(graph, assignment)
-    k = graph.max_accelerators
-    on_cpu = a >= k
-    loads = np.bincount(a, weights=np.where(on_cpu, graph.cpu_latency, graph.accel_latency),
-                        minlength=graph.n_devices)
-    src, dst = graph.edge_src, graph.edge_dst
-    crossing = a[src] != a[dst]
-    # once per (node, device that reads it elsewhere), and once for the node's own device
-    pairs = np.unique(src[crossing] * graph.n_devices + a[dst[crossing]])
-    readers, reader_device = pairs // graph.n_devices, pairs % graph.n_devices
-    senders = np.unique(readers)
-    for nodes, devices in ((readers, reader_device), (senders, a[senders])):
-        paid = devices < k
-        loads += np.bincount(devices[paid], weights=graph.output_cost[nodes[paid]],
-                             minlength=graph.n_devices)
+    loads = np.zeros(graph.n_devices)
+    succ_ptr, succ = successors(graph)
+    class_loads(a, np.arange(graph.n_nodes), graph.accel_latency, graph.cpu_latency,
+                graph.output_cost, succ_ptr, succ, graph.max_accelerators, loads,
+                np.zeros(graph.n_devices, np.bool_))
     return loads
+
+
+def successors(graph: CostGraph):
+    """(pointer, successor) of each node's out-edges, as CSR arrays: what class_loads takes."""
+    order = np.argsort(graph.edge_src, kind="stable")
+    return (np.searchsorted(graph.edge_src[order], np.arange(graph.n_nodes + 1)),
+            graph.edge_dst[order].astype(np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def class_loads(device, cls, accel, cpu, cost, succ_ptr, succ, k, loads, seen):
+    """Each device's load into `loads` when node u is on device[cls[u]] (the accounting of the
+    module's docstring); `seen` is scratch of one flag per device. Compiled: the local search
+    of balance.py prices every move with it and with crossing_charge."""
+    loads[:] = 0.0
+    for u in range(cls.shape[0]):
+        d = device[cls[u]]
+        loads[d] += accel[u] if d < k else cpu[u]
+    for u in range(cls.shape[0]):
+        crossing_charge(u, device, cls, cost, succ_ptr, succ, k, loads, seen, 1.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def crossing_charge(u, device, cls, cost, succ_ptr, succ, k, loads, seen, sign):
+    """Add `sign` times what node u's output crossing costs each accelerator: its cost to its
+    own device and to each other device that reads it, once each."""
+    if cost[u] <= 0.0:
+        return
+    here = device[cls[u]]
+    seen[:] = False
+    crosses = False
+    for e in range(succ_ptr[u], succ_ptr[u + 1]):
+        there = device[cls[succ[e]]]
+        if there != here and not seen[there]:
+            seen[there] = crosses = True
+            if there < k:
+                loads[there] += sign * cost[u]
+    if crosses and here < k:
+        loads[here] += sign * cost[u]
 
 
 def max_load(graph: CostGraph, assignment) -> float:
@@ -71,36 +102,72 @@ def latency(graph: CostGraph, assignment) -> float:
     unlimited). A split whose accelerators feed each other in a cycle has no such schedule:
     PlacementError."""
     a = _checked(graph, assignment)
-    k, n = graph.max_accelerators, graph.n_nodes
     loads = device_loads(graph, a)
-    # The units that run: each accelerator's call (0..k-1) and each node on a CPU (k + i).
-    unit = np.where(a < k, a, k + np.arange(n))
-    weight = np.concatenate([loads[:k], graph.cpu_latency])
-    weight[k + np.flatnonzero(a < k)] = 0.0
-    src, dst = unit[graph.edge_src], unit[graph.edge_dst]
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    n_units = k + n
-    indegree = np.bincount(dst, minlength=n_units)
-    order_by_src = np.argsort(src, kind="stable")
-    succ_ptr = np.searchsorted(src[order_by_src], np.arange(n_units + 1))
-    succ = dst[order_by_src]
-    ready_at = np.zeros(n_units)
-    ready = list(np.flatnonzero(indegree == 0))
-    done = 0
-    while ready:
-        u = ready.pop()
-        done += 1
-        finish = ready_at[u] + weight[u]
-        for v in succ[succ_ptr[u]:succ_ptr[u + 1]]:
-            ready_at[v] = max(ready_at[v], finish)
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                ready.append(v)
-    if done < n_units:
+    succ_ptr, succ = successors(graph)
+    value = class_latency(a, np.arange(graph.n_nodes), loads, graph.cpu_latency, succ_ptr, succ,
+                          graph.max_accelerators)
+    if value < 0:
         raise PlacementError("the split's accelerators feed each other in a cycle, so no "
                              "accelerator can run its part as one call")
-    return float((ready_at + weight).max())
+    return value
+
+
+@numba.njit(cache=True, nogil=True)
+def class_latency(device, cls, loads, cpu, succ_ptr, succ, k):
+    """latency() when node u is on device[cls[u]] and `loads` are the devices' loads: the
+    longest path through the units that run (each accelerator's call, each node on a CPU),
+    or -1 where the accelerators' calls feed each other in a cycle."""
+    n = cls.shape[0]
+    n_units = k + n
+    unit = np.empty(n, np.int64)
+    weight = np.zeros(n_units)
+    for a in range(k):
+        weight[a] = loads[a]
+    for u in range(n):
+        d = device[cls[u]]
+        unit[u] = d if d < k else k + u
+        if d >= k:
+            weight[k + u] = cpu[u]
+    # the units' arcs, by their tail (counting sort)
+    out_degree = np.zeros(n_units + 1, np.int64)
+    for u in range(n):
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            if unit[succ[e]] != unit[u]:
+                out_degree[unit[u] + 1] += 1
+    arc_ptr = np.cumsum(out_degree)
+    fill = arc_ptr[:-1].copy()
+    arc_head = np.empty(arc_ptr[-1], np.int64)
+    in_degree = np.zeros(n_units, np.int64)
+    for u in range(n):
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            head = unit[succ[e]]
+            if head != unit[u]:
+                arc_head[fill[unit[u]]] = head
+                fill[unit[u]] += 1
+                in_degree[head] += 1
+    ready_at = np.zeros(n_units)
+    ready = np.empty(n_units, np.int64)
+    top = 0
+    for x in range(n_units):
+        if in_degree[x] == 0:
+            ready[top] = x
+            top += 1
+    done = 0
+    longest = 0.0
+    while top > 0:
+        top -= 1
+        x = ready[top]
+        done += 1
+        finish = ready_at[x] + weight[x]
+        longest = max(longest, finish)
+        for j in range(arc_ptr[x], arc_ptr[x + 1]):
+            y = arc_head[j]
+            ready_at[y] = max(ready_at[y], finish)
+            in_degree[y] -= 1
+            if in_degree[y] == 0:
+                ready[top] = y
+                top += 1
+    return longest if done == n_units else -1.0
 
 
 def _checked(graph: CostGraph, assignment) -> np.ndarray:

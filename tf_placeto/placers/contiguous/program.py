@@ -21,11 +21,13 @@ The latency program also bounds the latency by the work along each path, rows wi
 The bisection raises the bound but seldom improves on the start: HiGHS finds better splits late
 in a long run, which the probes cut short. So a second HiGHS run, under the start's value, takes
 the whole time in a thread beside it (HiGHS releases the GIL: two cores), and the answer is the
-better split and the higher bound of the two. Under max-load that run first re-splits pairs of
-devices (the busiest and each other in turn, a small HiGHS run each) for 15% of the time: on
-Inception-V3's inference layer graph the whole run alone kept the DP's split (51.55) for the
-minute, and with the pairs first it ends at 51.51. Which large instance closes within a minute
-varies between runs: the whole run finds its splits late and by chance.
+better split and the higher bound of the two. Under max-load that run first improves the start
+for up to a quarter of the time by balance.py's local search (on the layer graphs a better
+split is mostly a better balance, which it finds in seconds where HiGHS took the minute or
+never did), then re-splits pairs of devices (the busiest and each other in turn, a small HiGHS
+run each) for 15%, where a better split moves several classes at once. The bisection takes up
+the whole run's better splits between probes. Under latency the whole run starts after the
+local search alone.
 """
 
 from __future__ import annotations
@@ -44,14 +46,16 @@ from tf_placeto.errors import PlacementError
 from tf_placeto.graph.cost_graph import CostGraph
 from tf_placeto.placers.contiguous.accounting import (device_loads, infeasibility, latency,
                                                       max_load)
+from tf_placeto.placers.contiguous.balance import rebalanced
 from tf_placeto.placers.optimal.program import new_highs, report_progress
 
 # Slack on a cap, above HiGHS' feasibility tolerance, so that a split at the cap stays.
 _CAP_SLACK = 1e-6
 # Each probe's share of the time left (under 2 s left, all of it).
 _PROBE_SHARE = 0.6
-# The whole run's share of the time for re-splitting pairs of devices first, and each pair's
-# HiGHS run's limit.
+# The whole run's shares of the time for the local search of balance.py and for re-splitting
+# pairs of devices, before its HiGHS run, and each pair's HiGHS run's limit.
+_BALANCE_SHARE = 0.25
 _POLISH_SHARE = 0.15
 _PAIR_SECONDS = 2.0
 
@@ -69,7 +73,7 @@ def solve_max_load_program(graph: CostGraph, start=None, time_limit_s: float = 6
     or "infeasible"), probes (HiGHS runs), columns and rows (of the last).
     """
     return _search(graph, graph.n_devices, _max_load_model, functools.partial(max_load, graph),
-                   start, time_limit_s, progress, rel_gap, polish=_resplit_pairs)
+                   start, time_limit_s, progress, rel_gap, polish=_improved)
 
 
 def solve_latency_program(graph: CostGraph, start=None, time_limit_s: float = 60.0,
@@ -79,7 +83,8 @@ def solve_latency_program(graph: CostGraph, start=None, time_limit_s: float = 60
     accelerator, on a convex set of nodes; CPUs unlimited), as solve_max_load_program gives
     its optimum. The CPU nodes all go to device k, the first CPU."""
     return _search(graph, graph.max_accelerators + (graph.max_cpus > 0), _latency_model,
-                   functools.partial(latency, graph), start, time_limit_s, progress, rel_gap)
+                   functools.partial(latency, graph), start, time_limit_s, progress, rel_gap,
+                   polish=functools.partial(_improved, objective="latency"))
 
 
 def _max_load_model(graph: CostGraph, classes: "_Classes", scale: float, cap: float,
@@ -319,6 +324,10 @@ def _search(graph: CostGraph, n_columns: int, build, value, start, time_limit_s,
     probes = 1
     try:
         while True:
+            load, split = whole.incumbent()
+            if load < best:
+                best, assignment = load, split
+                cap = min(cap, (lower + best / scale) / 2.0)
             b, x, goal, hint = _probe(graph, classes, build, scale, cap, best, assignment,
                                       n_columns)
             remaining = deadline - time.perf_counter()
@@ -391,44 +400,53 @@ class _Shown:
 
 
 class _WholeRun:
-    """In a thread: `polish` improves the start for up to _POLISH_SHARE of the time, then one
-    HiGHS run under its value takes the rest (the module's docstring says why)."""
+    """In a thread: `polish` improves the start for part of the time, then one HiGHS run under
+    its value takes the rest (the module's docstring says why). Its best split so far is the
+    bisection's to use."""
 
     def __init__(self, graph, classes, build, value, scale, n_columns, start, deadline, rel_gap,
                  shown, polish):
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._highs = None
+        self._value, self._shown = value, shown
         self._split, self._bound = start, 0.0
+        self._best = np.inf if start is None else value(start)
         self._thread = threading.Thread(target=self._work, daemon=True, args=(
-            graph, classes, build, value, scale, n_columns, deadline, rel_gap, shown, polish))
+            graph, classes, build, scale, n_columns, deadline, rel_gap, polish))
         self._thread.start()
 
-    def _work(self, graph, classes, build, value, scale, n_columns, deadline, rel_gap, shown,
-              polish):
-        best = np.inf if self._split is None else value(self._split)
+    def _work(self, graph, classes, build, scale, n_columns, deadline, rel_gap, polish):
         if polish is not None and self._split is not None:
-            began = time.perf_counter()
-            self._split = polish(graph, classes, self._split, self._stop,
-                                 began + (deadline - began) * _POLISH_SHARE)
-            best = value(self._split)
-            if shown is not None:
-                shown(best, 0.0)
+            polish(graph, classes, self._split, self._stop, deadline, self._offer)
+        best, start = self.incumbent()
         cap = (best / scale if np.isfinite(best) else 1.0) + _CAP_SLACK
-        b, x, goal, hint = _probe(graph, classes, build, scale, cap, best, self._split,
-                                  n_columns)
+        b, x, goal, hint = _probe(graph, classes, build, scale, cap, best, start, n_columns)
         with self._lock:
             if self._stop.is_set():
                 return
             self._highs = _prepared(b, x, goal, 0.0, hint, deadline - time.perf_counter(),
-                                    rel_gap, _reporter(shown, scale, best, 0.0, cap))
+                                    rel_gap, _reporter(self._shown, scale, best, 0.0, cap))
             self._highs.HandleUserInterrupt = True
         self._highs.run()
         found, bound, infeasible = _outcome(self._highs, x)
-        load, split = _split_of(graph, found, value)
-        if load < best:
-            self._split = split
+        self._offer(_split_of(graph, found, self._value)[1])
         self._bound = cap if infeasible else min(cap, bound)
+
+    def _offer(self, split) -> None:
+        """Keep `split` (an assignment, or None) where it is better than the best so far."""
+        load = np.inf if split is None else self._value(split)
+        with self._lock:
+            if load >= self._best:
+                return
+            self._best, self._split = load, split
+        if self._shown is not None:
+            self._shown(load, 0.0)
+
+    def incumbent(self):
+        """(value, split) of the best split so far (the start's, or (inf, None))."""
+        with self._lock:
+            return self._best, self._split
 
     def outcome(self):
         """(the best split found or the start, a proven bound, scaled), the work stopped now
@@ -439,6 +457,20 @@ class _WholeRun:
                 self._highs.cancelSolve()
         self._thread.join()
         return self._split, self._bound
+
+
+def _improved(graph: CostGraph, classes: "_Classes", split, stop, deadline, offer,
+              objective: str = "max_load") -> None:
+    """Offers `split` improved by balance.py's local search under `objective` for up to
+    _BALANCE_SHARE of the time to `deadline`, then, under max-load, by re-splitting pairs of
+    devices for _POLISH_SHARE."""
+    began = time.perf_counter()
+    span = deadline - began
+    split = rebalanced(graph, split, began + span * _BALANCE_SHARE, stop, found=offer,
+                       objective=objective)
+    if objective == "max_load":
+        offer(_resplit_pairs(graph, classes, split, stop, time.perf_counter()
+                             + span * _POLISH_SHARE))
 
 
 def _resplit_pairs(graph: CostGraph, classes: _Classes, split: np.ndarray, stop, deadline):
