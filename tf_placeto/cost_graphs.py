@@ -75,15 +75,14 @@ def _dp(graph: CostGraph, request: Request) -> tuple:
 def _optimal(graph: CostGraph, request: Request) -> tuple:
     """Max-load: the program over any split, started from the DP's (never worse than the
     contiguous optimum). Latency: their latency program, started from their greedy."""
+    limit = {"time_limit_s": request.time_limit_s}
     if request.objective == LATENCY:
         _, start = baselines.greedy_latency(graph)
-        _, assignment, info = solve_latency_program(graph, start=start,
-                                                    time_limit_s=request.time_limit_s)
-        return assignment, info
+        _, assignment, info = solve_latency_program(graph, start=start, **limit)
+        return assignment, {**info, **limit}
     start, dp_info = _dp(graph, request)
-    _, assignment, info = solve_max_load_program(graph, start=start,
-                                                 time_limit_s=request.time_limit_s)
-    return assignment, {**info, "dp_seconds": dp_info["seconds"]}
+    _, assignment, info = solve_max_load_program(graph, start=start, **limit)
+    return assignment, {**info, **limit, "dp_seconds": dp_info["seconds"]}
 
 
 def _baseline(function) -> Callable:
@@ -161,7 +160,9 @@ class CostGraphResult:
     max_load: Optional[float] = None
     latency: Optional[float] = None
     loads: Optional[np.ndarray] = None
-    reason: Optional[str] = None         # why the split breaks a rule, or has no latency
+    reason: Optional[str] = None         # why the split breaks a rule (under latency, or
+    #                                      has no latency)
+    no_latency: Optional[str] = None     # why the split has no latency (calls in a cycle)
     out: Optional[str] = None            # where its placement file was written
     fits: bool = False                   # a split that keeps the instance's rules
 
@@ -179,7 +180,8 @@ class CostGraphResult:
                 "simulated": True, "devices": self.devices, "decide_s": self.decide_s,
                 "max_load": self.max_load, "latency": self.latency, "loads": loads,
                 "feasible": self.assignment is not None and self.reason is None,
-                "reason": self.reason, "placement": self.out, **info}
+                "reason": self.reason, "no_latency": self.no_latency, "placement": self.out,
+                **info}
 
 
 def score(graph: CostGraph, assignment, source: str = "", method: str = "given",
@@ -197,8 +199,10 @@ def score(graph: CostGraph, assignment, source: str = "", method: str = "given",
     result.fits = result.reason is None
     try:
         result.latency = latency(graph, assignment)
-    except PlacementError as exc:
-        result.reason = result.reason or str(exc)
+    except PlacementError as exc:       # a pipeline's split need not have one
+        result.no_latency = str(exc)
+        if objective == LATENCY:
+            result.reason = result.reason or result.no_latency
     return result
 
 

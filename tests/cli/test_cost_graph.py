@@ -54,6 +54,31 @@ def test_place_writes_a_split_that_show_scores_alike(instance, tmp_path, cli_her
     assert json.loads(shown.stdout)["max_load"] == summary["max_load"]
 
 
+def test_a_pipelines_split_without_a_latency_is_feasible_under_throughput(instance, tmp_path,
+                                                                          cli_here):
+    """a and d on one accelerator, b and c on the other: each call feeds the other, so the
+    split has no latency (lip.py's model), but it keeps every rule and has a max-load."""
+    split = tmp_path / "cycle.json"
+    split.write_text(json.dumps({"a": "/device:GPU:0", "b": "/device:GPU:1",
+                                 "c": "/device:GPU:1", "d": "/device:GPU:0",
+                                 "e": "/device:CPU:0"}))
+    shown = cli_here("show", instance, "--placement", str(split), "--json")
+    assert shown.returncode == 0, shown.stderr
+    summary = json.loads(shown.stdout)
+    assert summary["feasible"] and summary["reason"] is None and summary["latency"] is None
+    assert "cycle" in summary["no_latency"] and summary["max_load"] > 0
+    printed = cli_here("show", instance, "--placement", str(split)).stdout
+    assert "no latency:" in printed and "infeasible" not in printed
+
+
+def test_optimal_searches_for_the_time_it_is_given(instance, cli_here):
+    placed = cli_here("place", instance, "--method", "optimal", "--objective", "throughput",
+                      "--time-limit", "1.5", "--json")
+    assert placed.returncode == 0, placed.stderr
+    summary = json.loads(placed.stdout)
+    assert summary["time_limit_s"] == 1.5 and summary["feasible"], summary
+
+
 def test_the_dp_keeps_to_max_ideals(instance, cli_here):
     """--max-ideals bounds their DP as it bounds method dp on a TensorFlow graph: the fork has
     more than 3 ideals, so it is refused in one line."""

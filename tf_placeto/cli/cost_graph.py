@@ -63,7 +63,7 @@ def place(args) -> int:
         cost_graphs.DP if args.objective == cost_graphs.THROUGHPUT else cost_graphs.OPTIMAL)
     result = cost_graphs.place(args.source, method, args.objective, out=args.out,
                                overwrite=args.overwrite, seed=args.seed,
-                               options=placer_options(args))
+                               options=placer_options(args), **_time_limit(args))
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
@@ -97,7 +97,7 @@ def compare(args) -> int:
     if args.csv:
         check_output_file(args.csv, "--csv", keep_out_of=args.graphs)
     methods = args.methods.split(",") if args.methods else None
-    table = cost_graphs.compare(args.graphs, methods, args.objective,
+    table = cost_graphs.compare(args.graphs, methods, args.objective, **_time_limit(args),
                                 progress=lambda message: print(f"tf-placeto: {message}",
                                                                file=sys.stderr),
                                 experts_folder=args.experts, seed=args.seed,
@@ -113,6 +113,12 @@ def compare(args) -> int:
     return EXIT_OK
 
 
+def _time_limit(args) -> dict:
+    """--time-limit where given; else the programs' own on a cost graph (a minute, the
+    issue's and the benchmark's)."""
+    return {} if args.time_limit is None else {"time_limit_s": args.time_limit}
+
+
 def _print_result(summary: dict) -> None:
     print(f"max-load (time per sample, throughput): {_figure(summary['max_load'])}; "
           f"latency of one sample: {_figure(summary['latency'])}")
@@ -120,6 +126,8 @@ def _print_result(summary: dict) -> None:
         print(f"proven gap to the optimum: {summary['gap']:.2%}")
     if summary["reason"]:
         print(f"infeasible: {summary['reason']}")
+    elif summary["no_latency"]:
+        print(f"no latency: {summary['no_latency']}")
     if summary["loads"]:
         print(pd.Series(summary["loads"], name="load").to_string())
 
