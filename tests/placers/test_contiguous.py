@@ -33,6 +33,22 @@ def _graph(nodes, edges, costs, accelerators=2, cpus=1, memory=100.0):
         "edges": [{"sourceId": u, "destId": v, "cost": costs[u]} for u, v in edges]})
 
 
+def _random_nodes(rng, n):
+    """n nodes of random times and sizes, each in its own colour class, some CPU-only."""
+    return [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
+             bool(rng.random() > 0.15), i, 0) for i in range(n)]
+
+
+def _random_edges(rng, n, density):
+    """(edges u -> v, u < v, each drawn with probability `density`; each node's output cost)."""
+    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < density})
+    return edges, _random_costs(rng, n)
+
+
+def _random_costs(rng, n):
+    return {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+
+
 def _fork():
     """a -> b, a -> c: a costs 0.5 to move."""
     nodes = [(10, 1, 0, 1, 0, 0), (20, 2, 0, 1, 1, 0), (4, 3, 0, 1, 2, 0)]
@@ -167,12 +183,10 @@ def test_an_input_that_holds_memory_keeps_its_own_device():
 def test_the_dp_agrees_with_brute_force_on_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = 6
-    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
-              bool(rng.random() > 0.15), i, 0) for i in range(n)]
+    nodes = _random_nodes(rng, n)
     mate = int(rng.integers(1, n))
     nodes[mate] = (*nodes[mate][:4], 0, 0)                      # in node 0's colour class
-    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.4})
-    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    edges, costs = _random_edges(rng, n, 0.4)
     graph = _graph(nodes, edges, costs, memory=float(rng.integers(4, 10)))
     load, assignment, _ = solve_max_load(graph)
     _, best_contiguous = _brute_force(graph)
@@ -232,10 +246,8 @@ def test_the_program_finds_the_best_split(make):
 def test_the_program_agrees_with_brute_force_on_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = 6
-    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
-              bool(rng.random() > 0.15), i, 0) for i in range(n)]
-    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.4})
-    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    nodes = _random_nodes(rng, n)
+    edges, costs = _random_edges(rng, n, 0.4)
     graph = _graph(nodes, edges, costs, memory=float(rng.integers(4, 10)))
     best_any, _ = _brute_force(graph)
     load, assignment, info = solve_max_load_program(graph)
@@ -310,12 +322,10 @@ def test_the_local_search_ends_where_no_move_helps_within_the_rules(seed):
     lowers their max-load, and each better split it offers is better than the last."""
     rng = np.random.default_rng(seed)
     n = 12
-    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
-              bool(rng.random() > 0.15), i, 0) for i in range(n)]
+    nodes = _random_nodes(rng, n)
     for mate in rng.integers(1, n, 3):
         nodes[mate] = (*nodes[mate][:4], int(rng.integers(0, mate)), 0)
-    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.3})
-    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    edges, costs = _random_edges(rng, n, 0.3)
     graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
     start = np.full(graph.n_nodes, graph.max_accelerators)         # all on the CPU
     stopped = threading.Event()
@@ -334,10 +344,8 @@ def test_the_local_search_ends_where_no_move_helps_within_the_rules(seed):
 def test_the_local_search_under_latency_ends_where_no_move_helps(seed):
     rng = np.random.default_rng(seed)
     n = 10
-    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
-              bool(rng.random() > 0.15), i, 0) for i in range(n)]
-    edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.3})
-    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    nodes = _random_nodes(rng, n)
+    edges, costs = _random_edges(rng, n, 0.3)
     graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
     start = greedy_latency(graph)[1]
     stopped = threading.Event()
@@ -437,9 +445,8 @@ def test_pipedream_keeps_each_biconnected_component_on_one_device():
 def test_pipedream_is_the_dp_on_a_chain(seed):
     rng = np.random.default_rng(seed)
     n = 7
-    nodes = [(float(rng.uniform(2, 10)), float(rng.uniform(0.5, 3)), int(rng.integers(1, 4)),
-              bool(rng.random() > 0.15), i, 0) for i in range(n)]
-    costs = {u: float(rng.uniform(0, 1.5)) for u in range(n)}
+    nodes = _random_nodes(rng, n)
+    costs = _random_costs(rng, n)
     graph = _graph(nodes, [(i, i + 1) for i in range(n - 1)], costs, accelerators=3,
                    memory=float(rng.integers(5, 10)))
     assert pipedream(graph)[0] == pytest.approx(solve_max_load(graph)[0], rel=1e-12)

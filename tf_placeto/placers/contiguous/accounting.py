@@ -23,8 +23,11 @@ from tf_placeto.graph.cost_graph import CostGraph
 def device_loads(graph: CostGraph, assignment) -> np.ndarray:
     """Each device's load per sample (0 for an unused one), accelerators first."""
     a = _checked(graph, assignment)
+    return _loads(graph, a, *successors(graph))
+
+
+def _loads(graph: CostGraph, a: np.ndarray, succ_ptr, succ) -> np.ndarray:
     loads = np.zeros(graph.n_devices)
-    succ_ptr, succ = successors(graph)
     class_loads(a, np.arange(graph.n_nodes), graph.accel_latency, graph.cpu_latency,
                 graph.output_cost, succ_ptr, succ, graph.max_accelerators, loads,
                 np.zeros(graph.n_devices, np.bool_))
@@ -102,10 +105,9 @@ def latency(graph: CostGraph, assignment) -> float:
     unlimited). A split whose accelerators feed each other in a cycle has no such schedule:
     PlacementError."""
     a = _checked(graph, assignment)
-    loads = device_loads(graph, a)
     succ_ptr, succ = successors(graph)
-    value = class_latency(a, np.arange(graph.n_nodes), loads, graph.cpu_latency, succ_ptr, succ,
-                          graph.max_accelerators)
+    value = class_latency(a, np.arange(graph.n_nodes), _loads(graph, a, succ_ptr, succ),
+                          graph.cpu_latency, succ_ptr, succ, graph.max_accelerators)
     if value < 0:
         raise PlacementError("the split's accelerators feed each other in a cycle, so no "
                              "accelerator can run its part as one call")
