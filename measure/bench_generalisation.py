@@ -2,6 +2,7 @@
 
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
+        [--keep-imitating N] [--keep-imitating-where behind|one-device]
         [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--climb S]
         [--exact S] [--csv FILE]
 
@@ -55,6 +56,10 @@ def main(argv=None) -> int:
     parser.add_argument("--counts", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--steps", type=int, default=300, help="REINFORCE iterations per fold")
     parser.add_argument("--imitate", type=int, default=10, help="epochs of imitation per fold")
+    parser.add_argument("--keep-imitating", type=int, default=0, metavar="N",
+                        help="imitation batches after an iteration that lags (train's flag)")
+    parser.add_argument("--keep-imitating-where", default="behind",
+                        help="which iterations --keep-imitating follows: behind or one-device")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-start", default=None,
@@ -104,7 +109,8 @@ def _trained(args, held_out: list) -> str:
     say(f"training without {', '.join(held_out)} into {out}")
     result = train(TrainingPlan(
         graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
-        out=out, steps=args.steps, imitate=args.imitate, embedding=args.embedding,
+        out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
+        keep_imitating_where=args.keep_imitating_where, embedding=args.embedding,
         rounds=args.rounds, warm_start=args.warm_start))
     return os.path.dirname(result.policy)
 

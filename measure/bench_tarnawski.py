@@ -26,7 +26,10 @@ PipeDream-style partitioner); the project's placers on the graph's PlacementProb
 DP's max-load (below 1: better than the best contiguous split). On each latency instance
 (latency-inputs/): the latency of their greedy, of the DP's split and of the experts', and the
 latency program's from the best of those, with its gap and seconds, each over the greedy's.
-Target: the program at or below the greedy and the experts.
+Where the experts' split breaks the instance's rules (more accelerators than it has, more
+memory on one), the latency program under the experts' rules too, from their split, over
+theirs. Target: the program at or below the greedy and the experts. `--only NAME` keeps the
+instances whose path contains NAME (`--only latency-inputs`: the latency instances alone).
 """
 
 from __future__ import annotations
@@ -128,22 +131,39 @@ def latency_row(instances: pathlib.Path, path: pathlib.Path, seconds: float):
         wide = dataclasses.replace(graph, max_accelerators=max(fpgas, graph.max_accelerators))
         split = read_expert_split(expert, wide)
         why = infeasibility(wide, split)
-        if fpgas > graph.max_accelerators or why:
+        breaks_rules = fpgas > graph.max_accelerators or why is not None
+        if breaks_rules:
             notes.append(f"expert: {fpgas} accelerators" + (f", {why}" if why else ""))
         try:
             values["expert"] = latency(wide, split)
         except PlacementError:
             notes.append("expert: its accelerators feed each other")
+        else:
+            if breaks_rules:
+                values["ip_experts_rules"] = program(
+                    solve_latency_program, _experts_rules(wide, split), split, seconds,
+                    f"{name} under the experts' rules")[0]
     feasible = [key for key in splits if np.isfinite(values[key])]
     start = splits[min(feasible, key=values.get)] if feasible else None
     ip, info = program(solve_latency_program, graph, start, seconds, name)
     greedy = values["greedy"]
     row = {"instance": name, "greedy": greedy, "dp": values.get("dp", float("nan")),
            "expert": values.get("expert", float("nan")), "ip": ip, "ip_gap": info["gap"],
-           "ip_s": info["seconds"]}
+           "ip_s": info["seconds"],
+           "ip_experts_rules": values.get("ip_experts_rules", float("nan"))}
     row.update({f"{key}/greedy": row[key] / greedy for key in ("ip", "dp", "expert")})
+    row["ip_experts_rules/expert"] = row["ip_experts_rules"] / row["expert"]
     row["note"] = "; ".join(notes)
     return row
+
+
+def _experts_rules(wide, split: np.ndarray):
+    """The instance under the rules an experts' split keeps where it breaks the instance's:
+    its accelerators (`wide` has them) and the memory its fullest accelerator holds."""
+    on_accel = split < wide.max_accelerators
+    held = np.bincount(split[on_accel], weights=wide.size[on_accel]).max(initial=0.0)
+    return dataclasses.replace(
+        wide, memory_per_accelerator=max(wide.memory_per_accelerator, float(held)))
 
 
 def theirs(binary: str, path: pathlib.Path, timeout: float, memory_gb: float):
@@ -203,10 +223,33 @@ def main(argv=None) -> int:
                              "graph)")
     args = parser.parse_args(argv)
 
-    paths = sorted((args.instances / "throughput-inputs").glob("*/*.json"))
-    paths = [p for p in paths if not args.only or any(s in str(p) for s in args.only)]
-    if not paths:
-        parser.error(f"no throughput instances under {args.instances}")
+    paths = _instances(args, "throughput-inputs")
+    latency_paths = [] if args.no_latency else _instances(args, "latency-inputs")
+    if not paths and not latency_paths:
+        parser.error(f"no instances under {args.instances}"
+                     + (f" whose path contains {' or '.join(args.only)}" if args.only else ""))
+    if paths:
+        throughput_tables(args, paths)
+    latency_rows = []
+    for path in latency_paths:
+        latency_rows.append(latency_row(args.instances, path, args.ip_seconds))
+        say(f"{latency_rows[-1]['instance']} (latency): program {latency_rows[-1]['ip']:.6g}")
+    if latency_rows:
+        print()
+        print_table(pd.DataFrame(latency_rows).round({"ip_s": 1, "ip_gap": 4}))
+    return 0
+
+
+def _instances(args, kind: str) -> list:
+    """The instances of one kind (their folder's throughput-inputs/ or latency-inputs/) that
+    `--only` keeps (its names are matched against the whole path, so `--only latency-inputs`
+    keeps the latency instances alone)."""
+    paths = sorted((args.instances / kind).glob("*/*.json"))
+    return [p for p in paths if not args.only or any(s in str(p) for s in args.only)]
+
+
+def throughput_tables(args, paths: list) -> None:
+    """The DP against theirs, then the program and the baselines against the DP."""
     smallest = min(paths, key=lambda p: p.stat().st_size)
     warm_up = time.perf_counter()
     solve_max_load(read_cost_graph(smallest))
@@ -253,17 +296,6 @@ def main(argv=None) -> int:
     print_table(pd.DataFrame(rows).round({"ours_s": 3, "theirs_s": 3, "ours/theirs": 3}))
     print()
     print_table(pd.DataFrame(versus).round({"ip_s": 1, "ip_gap": 4}))
-    latency_paths = [] if args.no_latency else [
-        p for p in sorted((args.instances / "latency-inputs").glob("*/*.json"))
-        if not args.only or any(s in str(p) for s in args.only)]
-    latency_rows = []
-    for path in latency_paths:
-        latency_rows.append(latency_row(args.instances, path, args.ip_seconds))
-        say(f"{latency_rows[-1]['instance']} (latency): program {latency_rows[-1]['ip']:.6g}")
-    if latency_rows:
-        print()
-        print_table(pd.DataFrame(latency_rows).round({"ip_s": 1, "ip_gap": 4}))
-    return 0
 
 
 def print_table(table: pd.DataFrame) -> None:

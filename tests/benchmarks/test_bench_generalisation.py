@@ -27,3 +27,10 @@ def test_the_shipped_policies_are_judged_on_a_family_without_training(tmp_path, 
 def test_an_unknown_family_is_refused_before_any_training(tmp_path):
     with pytest.raises(InputError, match="no family nonesuch"):
         bench_generalisation.main(["--out", str(tmp_path), "--held-out", "nonesuch"])
+
+
+def test_the_imitation_during_training_reaches_the_folds_plan(tmp_path):
+    # where to keep imitating, without how much: train's own check refuses it before a fold
+    with pytest.raises(InputError, match="--keep-imitating-where chooses when"):
+        bench_generalisation.main(["--out", str(tmp_path), "--held-out", "lookup",
+                                   "--keep-imitating-where", "one-device"])
