@@ -9,6 +9,19 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# A cost graph in Tarnawski et al.'s JSON format: a fork joined again (a -> b, a -> c, b -> d,
+# c -> d, d -> e) on two accelerators of 40 bytes and a CPU; e runs only on the CPU.
+FORK_INSTANCE = {
+    "maxSizePerFPGA": 40, "maxFPGAs": 2, "maxCPUs": 1,
+    "nodes": [{"id": i, "name": name, "supportedOnFpga": name != "e", "cpuLatency": cpu,
+               "fpgaLatency": accel, "isBackwardNode": False, "size": 10}
+              for i, (name, cpu, accel) in enumerate([("a", 9, 2), ("b", 20, 4), ("c", 20, 4),
+                                                      ("d", 9, 2), ("e", 3, 1)])],
+    "edges": [{"sourceId": s, "destId": d, "cost": cost}
+              for s, d, cost in [(0, 1, 1), (0, 2, 1), (1, 3, 0.5), (2, 3, 0.5), (3, 4, 2)]],
+}
+
+
 def tree_digest(path: str) -> str:
     """A hash of every file under `path` (or of the file): proves a source was not modified."""
     digest = hashlib.sha256()

@@ -7,19 +7,11 @@ import json
 import numpy as np
 
 from measure import bench_tarnawski
+from tests.helpers import FORK_INSTANCE
 from tf_placeto.graph.cost_graph import read_cost_graph
 
-# A fork joined again (a -> b, a -> c, b -> d, c -> d, d -> e) on two accelerators of 25
-# bytes and a CPU; e runs only on the CPU.
-INSTANCE = {
-    "maxSizePerFPGA": 25, "maxFPGAs": 2, "maxCPUs": 1,
-    "nodes": [{"id": i, "name": name, "supportedOnFpga": name != "e", "cpuLatency": cpu,
-               "fpgaLatency": accel, "isBackwardNode": False, "size": 10}
-              for i, (name, cpu, accel) in enumerate([("a", 9, 2), ("b", 20, 4), ("c", 20, 4),
-                                                      ("d", 9, 2), ("e", 3, 1)])],
-    "edges": [{"sourceId": s, "destId": d, "cost": cost}
-              for s, d, cost in [(0, 1, 1), (0, 2, 1), (1, 3, 0.5), (2, 3, 0.5), (3, 4, 2)]],
-}
+# The fork, on two accelerators of 25 bytes.
+INSTANCE = {**FORK_INSTANCE, "maxSizePerFPGA": 25}
 # Three accelerators where the instance has two, 30 bytes on the first.
 EXPERTS = {"fpgas": [{"nodes": [0, 1, 2]}, {"nodes": []}, {"nodes": [3]}],
            "cpus": [{"nodes": [4]}]}

@@ -5,23 +5,13 @@ import json
 
 import pytest
 
-# A fork joined again (a -> b, a -> c, b -> d, c -> d, d -> e) on two accelerators and a
-# CPU; e runs only on the CPU.
-INSTANCE = {
-    "maxSizePerFPGA": 40, "maxFPGAs": 2, "maxCPUs": 1,
-    "nodes": [{"id": i, "name": name, "supportedOnFpga": name != "e", "cpuLatency": cpu,
-               "fpgaLatency": accel, "isBackwardNode": False, "size": 10}
-              for i, (name, cpu, accel) in enumerate([("a", 9, 2), ("b", 20, 4), ("c", 20, 4),
-                                                      ("d", 9, 2), ("e", 3, 1)])],
-    "edges": [{"sourceId": s, "destId": d, "cost": cost}
-              for s, d, cost in [(0, 1, 1), (0, 2, 1), (1, 3, 0.5), (2, 3, 0.5), (3, 4, 2)]],
-}
+from tests.helpers import FORK_INSTANCE
 
 
 @pytest.fixture
 def instance(tmp_path):
     path = tmp_path / "fork.json"
-    path.write_text(json.dumps(INSTANCE))
+    path.write_text(json.dumps(FORK_INSTANCE))
     return str(path)
 
 
@@ -167,7 +157,7 @@ def test_the_projects_placers_split_within_the_accelerators_memory(method, tmp_p
     """Each accelerator holds one node of 10 bytes: the other two supported nodes go to the
     CPU with e, as their accounting and the placer's simulator both require."""
     tight = tmp_path / "tight.json"
-    tight.write_text(json.dumps({**INSTANCE, "maxSizePerFPGA": 10}))
+    tight.write_text(json.dumps({**FORK_INSTANCE, "maxSizePerFPGA": 10}))
     out = tmp_path / "split.json"
     placed = cli_here("place", str(tight), "--method", method, "--objective", "throughput",
                       "--out", str(out), "--json")
@@ -209,7 +199,7 @@ def test_the_experts_split_is_a_row_of_the_graphs_that_have_one(instance, expert
     graphs = {}
     for name in ("wide", "alone"):
         graphs[name] = tmp_path / f"{name}.json"
-        graphs[name].write_text(json.dumps(INSTANCE))
+        graphs[name].write_text(json.dumps(FORK_INSTANCE))
     result = cli_here("compare", instance, str(graphs["wide"]), str(graphs["alone"]),
                       "--methods", "dp", "--objective", "throughput", "--experts", experts,
                       "--json")
