@@ -39,10 +39,22 @@ def _random_nodes(rng, n):
              bool(rng.random() > 0.15), i, 0) for i in range(n)]
 
 
-def _random_edges(rng, n, density):
-    """(edges u -> v, u < v, each drawn with probability `density`; each node's output cost)."""
+def _random_graph(rng, nodes, density, **rules):
+    """`nodes` joined by random edges u -> v (u < v, each drawn with probability `density`),
+    with random output costs; under `rules` (_graph's), its memory drawn last unless given."""
+    n = len(nodes)
     edges = sorted({(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < density})
-    return edges, _random_costs(rng, n)
+    costs = _random_costs(rng, n)
+    if "memory" not in rules:
+        rules["memory"] = float(rng.integers(4, 10))
+    return _graph(nodes, edges, costs, **rules)
+
+
+def _stopped() -> threading.Event:
+    """A stop already asked for."""
+    stopped = threading.Event()
+    stopped.set()
+    return stopped
 
 
 def _random_costs(rng, n):
@@ -186,8 +198,7 @@ def test_the_dp_agrees_with_brute_force_on_random_graphs(seed):
     nodes = _random_nodes(rng, n)
     mate = int(rng.integers(1, n))
     nodes[mate] = (*nodes[mate][:4], 0, 0)                      # in node 0's colour class
-    edges, costs = _random_edges(rng, n, 0.4)
-    graph = _graph(nodes, edges, costs, memory=float(rng.integers(4, 10)))
+    graph = _random_graph(rng, nodes, 0.4)
     load, assignment, _ = solve_max_load(graph)
     _, best_contiguous = _brute_force(graph)
     assert load == pytest.approx(best_contiguous, rel=1e-12)
@@ -247,8 +258,7 @@ def test_the_program_agrees_with_brute_force_on_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = 6
     nodes = _random_nodes(rng, n)
-    edges, costs = _random_edges(rng, n, 0.4)
-    graph = _graph(nodes, edges, costs, memory=float(rng.integers(4, 10)))
+    graph = _random_graph(rng, nodes, 0.4)
     best_any, _ = _brute_force(graph)
     load, assignment, info = solve_max_load_program(graph)
     assert load == pytest.approx(best_any, rel=1e-9)
@@ -294,9 +304,7 @@ def test_re_splitting_pairs_of_devices_improves_a_poor_split_within_the_rules():
                                     time.perf_counter() + 30.0)
     assert infeasibility(graph, better) is None
     assert best <= max_load(graph, better) < max_load(graph, worst)
-    stopped = threading.Event()
-    stopped.set()
-    assert np.array_equal(program._resplit_pairs(graph, classes, worst, stopped,
+    assert np.array_equal(program._resplit_pairs(graph, classes, worst, _stopped(),
                                                  time.perf_counter() + 30.0), worst)
 
 
@@ -325,12 +333,9 @@ def test_the_local_search_ends_where_no_move_helps_within_the_rules(seed):
     nodes = _random_nodes(rng, n)
     for mate in rng.integers(1, n, 3):
         nodes[mate] = (*nodes[mate][:4], int(rng.integers(0, mate)), 0)
-    edges, costs = _random_edges(rng, n, 0.3)
-    graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
+    graph = _random_graph(rng, nodes, 0.3, accelerators=3, memory=12.0)
     start = np.full(graph.n_nodes, graph.max_accelerators)         # all on the CPU
-    stopped = threading.Event()
-    stopped.set()
-    descended = rebalanced(graph, start, time.perf_counter() + 10.0, stop=stopped)
+    descended = rebalanced(graph, start, time.perf_counter() + 10.0, stop=_stopped())
     offered = []
     split = rebalanced(graph, start, time.perf_counter() + 10.0, found=offered.append)
     for answer in (descended, split):
@@ -345,12 +350,9 @@ def test_the_local_search_under_latency_ends_where_no_move_helps(seed):
     rng = np.random.default_rng(seed)
     n = 10
     nodes = _random_nodes(rng, n)
-    edges, costs = _random_edges(rng, n, 0.3)
-    graph = _graph(nodes, edges, costs, accelerators=3, memory=12.0)
+    graph = _random_graph(rng, nodes, 0.3, accelerators=3, memory=12.0)
     start = greedy_latency(graph)[1]
-    stopped = threading.Event()
-    stopped.set()
-    for stop in (stopped, None):
+    for stop in (_stopped(), None):
         split = rebalanced(graph, start, time.perf_counter() + 10.0, stop=stop,
                            objective="latency")
         assert infeasibility(graph, split) is None and _no_move_lowers(graph, split, latency)
@@ -366,10 +368,8 @@ def test_the_local_search_improves_the_worst_split_and_stops_when_told():
     better = rebalanced(graph, worst, time.perf_counter() + 10.0)
     assert infeasibility(graph, better) is None and _no_move_lowers(graph, better)
     assert max_load(graph, better) < max_load(graph, worst)
-    stopped = threading.Event()
-    stopped.set()
     # stopped, it still makes its first descent (a local optimum), and no kicks after it
-    descended = rebalanced(graph, worst, time.perf_counter() + 10.0, stop=stopped)
+    descended = rebalanced(graph, worst, time.perf_counter() + 10.0, stop=_stopped())
     assert _no_move_lowers(graph, descended)
     assert max_load(graph, better) <= max_load(graph, descended) < max_load(graph, worst)
     with pytest.raises(PlacementError, match="breaks a rule"):
