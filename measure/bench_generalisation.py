@@ -2,7 +2,7 @@
 
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
-        [--keep-imitating N] [--keep-imitating-where behind|one-device]
+        [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
         [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--climb S]
         [--exact S] [--csv FILE]
 
@@ -60,6 +60,9 @@ def main(argv=None) -> int:
                         help="imitation batches after an iteration that lags (train's flag)")
     parser.add_argument("--keep-imitating-where", default="behind",
                         help="which iterations --keep-imitating follows: behind or one-device")
+    parser.add_argument("--imitate-own", type=float, default=0.0, metavar="X",
+                        help="imitate the warm start's own decision within X of the best "
+                             "known (train's flag)")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-start", default=None,
@@ -110,8 +113,8 @@ def _trained(args, held_out: list) -> str:
     result = train(TrainingPlan(
         graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
         out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
-        keep_imitating_where=args.keep_imitating_where, embedding=args.embedding,
-        rounds=args.rounds, warm_start=args.warm_start))
+        keep_imitating_where=args.keep_imitating_where, imitate_own=args.imitate_own,
+        embedding=args.embedding, rounds=args.rounds, warm_start=args.warm_start))
     return os.path.dirname(result.policy)
 
 

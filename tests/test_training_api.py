@@ -54,3 +54,36 @@ def test_the_corpus_trains_with_no_runtime_and_leaves_a_family_out(tmp_path, mon
     with pytest.raises(tp.InputError, match="unknown setting 'tpu'"):
         tp.train(tp.TrainingPlan(graphs=["corpus"], counts=[2], settings=["tpu"],
                                  out=str(tmp_path / "third")))
+
+
+def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_path):
+    """imitate_own: a problem's lesson is the warm-started network's own greedy decision
+    wherever that simulates within the factor of the best known decision, and the best known
+    elsewhere; its greedy decision is where the exported policy's greedy episode ends."""
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy.inference import greedy_placement
+    from tf_placeto.policy.objective import Objective
+    from tf_placeto.policy.starts import best_known
+
+    corpus = dict(graphs=["corpus:lookup"], counts=[2, 4], settings=["k80", "cluster"],
+                  embedding=4, rounds=1, episodes=1)
+    first = tp.train(tp.TrainingPlan(out=str(tmp_path / "first"), steps=2, **corpus))
+    warm = os.path.dirname(first.policy)
+    posed = [p.problem for p in corpus_problems(load_profiles(families=["lookup"]),
+                                                corpus["settings"], corpus["counts"])]
+    own_us = [greedy_placement(problem, warm).end_value for problem in posed]
+    known_us = [Objective(problem)(best_known(problem)[1])[0] for problem in posed]
+    for within, out in ((1.0, "strict"), (1e9, "loose")):
+        result = tp.train(tp.TrainingPlan(out=str(tmp_path / out), steps=0, imitate=1,
+                                          imitate_own=within, warm_start=warm, **corpus))
+        taught = result.log["imitation"][0]["taught"]
+        close = sum(own <= within * known for own, known in zip(own_us, known_us))
+        assert taught.get("own", 0) == close and sum(taught.values()) == len(posed)
+    assert taught == {"own": len(posed)}
+    for bad, message in ((dict(imitate_own=0.9, warm_start=warm), "at least 1"),
+                         (dict(imitate_own=1.1), "give --warm-start"),
+                         (dict(imitate_own=1.1, warm_start=warm, imitate=0, steps=1),
+                          "give --imitate or --keep-imitating")):
+        plan = tp.TrainingPlan(out=str(tmp_path / "refused"), **{"imitate": 1, **corpus, **bad})
+        with pytest.raises(tp.InputError, match=message):
+            tp.train(plan)

@@ -26,6 +26,8 @@ from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
+from tf_placeto.policy.inference import SavedPolicy, greedy_placement
+from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
 from tf_placeto.policy.starts import best_known, initial_placement
 from tf_placeto.settings import Target
@@ -56,6 +58,8 @@ class TrainingPlan:
     keep_imitating_where: str = "behind"     # or "one-device" (starts.IMITATE_WHERE)
     imitate_climb: float = 0.0           # seconds of hill climbing a lesson may take
     imitate_exact: float = 0.0           # seconds the exact placer may take per problem
+    imitate_own: float = 0.0             # keep the warm start's own decision within this
+    #                                      factor of the best known (0: not asked)
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)
@@ -171,7 +175,13 @@ def _check(plan: TrainingPlan) -> None:
     if plan.keep_imitating_where != "behind" and not plan.keep_imitating:
         raise InputError("--keep-imitating-where chooses when --keep-imitating imitates: "
                          "give --keep-imitating K too")
-    for flag in ("imitate_climb", "imitate_exact"):
+    if plan.imitate_own and plan.imitate_own < 1.0:
+        raise InputError(f"--imitate-own {plan.imitate_own}: a factor of the best known "
+                         "decision's step time, at least 1")
+    if plan.imitate_own and not plan.warm_start:
+        raise InputError("--imitate-own keeps what a trained network decides: give "
+                         "--warm-start too")
+    for flag in ("imitate_climb", "imitate_exact", "imitate_own"):
         if getattr(plan, flag) and not (plan.imitate or plan.keep_imitating):
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
                              "give --imitate or --keep-imitating too")
@@ -196,18 +206,23 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
     if not imitating and not (plan.keep_imitating
                               and trainer.iterations_done < plan.steps + plan.real_steps):
         return
-    taught = None
-    if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb):
+    taught, own = None, None
+    if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb or plan.imitate_own):
         lessons = initial
     else:
         shown = progress(problems, desc="decisions to imitate", unit="problem")
         known = [best_known(problem, plan.imitate_exact, plan.imitate_climb,
                             fast=fast[i] if fast else None) for i, problem in enumerate(shown)]
+        if plan.imitate_own:
+            known = _own_where_close(problems, initial, known, plan.warm_start,
+                                     plan.imitate_own)
         lessons = [devices for _, devices in known] * len(kinds)
+        own = [name == "own" for name, _ in known] * len(kinds)
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
             f"{name} ({count} problems)" for name, count in taught.items()))
-    trainer.demonstrate(lessons)
+    trainer.demonstrate(lessons, teacher=SavedPolicy(plan.warm_start) if plan.imitate_own
+                        else None, followed=own)
     if imitating:
         with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
@@ -215,6 +230,24 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.3f}")
             trainer.imitate(lessons, plan.imitate, progress=imitated, taught=taught)
+
+
+def _own_where_close(problems: list, initial: list, known: list, warm_start: str,
+                     within: float) -> list:
+    """`known`, (name, decision) per problem, with the warm start's own decision (its greedy
+    episode from the problem's first start, `initial`) in place of the best known wherever
+    it simulates within `within` times it, named "own". Imitation then follows the warm
+    start's own moves on those problems, holding it where it is, and corrects it elsewhere:
+    teaching every problem another placer's whole decision costs a warm start what it knew
+    (docs/results/generalisation.md)."""
+    kept = []
+    for problem, start, (name, devices) in progress(list(zip(problems, initial, known)),
+                                                    desc="own decisions", unit="problem"):
+        own = greedy_placement(problem, warm_start, start)
+        if own.end_value <= within * Objective(problem)(devices)[0]:
+            name, devices = "own", problem.canonical(own.end_devices)
+        kept.append((name, devices))
+    return kept
 
 
 def _iterate(trainer, iterations: int, episodes: int, unit: str, real=None) -> None:

@@ -34,3 +34,7 @@ def test_the_imitation_during_training_reaches_the_folds_plan(tmp_path):
     with pytest.raises(InputError, match="--keep-imitating-where chooses when"):
         bench_generalisation.main(["--out", str(tmp_path), "--held-out", "lookup",
                                    "--keep-imitating-where", "one-device"])
+    # the warm start's own decisions, without a warm start to take them from
+    with pytest.raises(InputError, match="--imitate-own keeps what a trained network"):
+        bench_generalisation.main(["--out", str(tmp_path), "--held-out", "lookup",
+                                   "--imitate-own", "1.1"])

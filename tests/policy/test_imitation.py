@@ -42,6 +42,31 @@ def test_demonstrations_walk_through_the_decision_from_random_fast_and_single_st
     np.testing.assert_array_equal(last[:-1], target[:-1])  # every group before the last moved
 
 
+def test_demonstrations_can_follow_a_teacher_from_every_start(policy_problems):
+    """Where a problem is `followed`, its episodes make the teacher's moves and those are the
+    right devices; the others still walk to their decision."""
+    problem = policy_problems[0]
+    last = problem.n_devices - 1
+    assert problem.allowed[:, last].all()
+
+    class LastDevice:
+        def action(self, observation, first):
+            return last
+
+    decision = methods.place("m_etf", problem).group_devices
+    recorded = Demonstrations.record([problem, problem], [decision, decision], starts=2,
+                                     teacher=LastDevice(), followed=[True, False])
+    n = problem.n_groups
+    followed = recorded.targets[0]
+    assert followed.shape == (4 * n, problem.n_devices)
+    assert (followed.argmax(axis=1) == last).all() and (followed.sum(axis=1) == 1).all()
+    walked = recorded.observations[0]["group_device"]
+    for k in range(n):      # the walk from the first start: the groups before k moved
+        assert (walked[k][:k] == last).all()
+    np.testing.assert_array_equal(recorded.targets[1],
+                                  Demonstrations.record([problem], [decision]).targets[0])
+
+
 def test_imitation_teaches_the_network_the_demonstrated_devices(policy_problems, tmp_path):
     """From about chance to nearly every move right, and only once per training directory.
     The demonstrations are HEFT's: a list scheduler's choices, which the devices' rows

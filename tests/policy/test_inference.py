@@ -33,7 +33,8 @@ def test_a_policy_places_with_plain_tensorflow_and_keras_3(trained, policy_probl
         import keras                                    # Keras 3 chosen first
         from tf_placeto.policy.inference import greedy_placement
         problem = pickle.load(open({str(problem_file)!r}, "rb"))
-        devices, value, _, _ = greedy_placement(problem, {trained!r})
+        walk = greedy_placement(problem, {trained!r})
+        devices, value = walk.devices, walk.value
         print(json.dumps({{"devices": [int(d) for d in devices], "value": value,
                           "tf_agents": "tf_agents" in sys.modules, "keras": keras.__version__}}))
     """))
@@ -95,7 +96,7 @@ def test_the_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(poli
 def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
     """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
     for n, problem in cnn_on_devices.items():
-        devices, value, walk, end = inference.greedy_placement(problem, trained)
+        devices, value, walk, end, _ = inference.greedy_placement(problem, trained)
         assert devices.shape == (problem.n_groups,) and devices.max() < n
         assert len(walk) == 1 + (problem.allowed.sum(axis=1) - 1).sum()   # rows' simulations
         assert value == walk.min() <= end

@@ -75,6 +75,13 @@ def add_parser(subparsers) -> None:
                              "decision optimal and that decision simulates faster than the "
                              "fast placers' best (or the climbed one), imitation teaches it "
                              "instead (default: not asked)")
+    parser.add_argument("--imitate-own", metavar="X", type=float,
+                        default=TrainingPlan.imitate_own,
+                        help="with --warm-start DIR: where DIR's own greedy decision "
+                             "simulates within X times the best decision known (1.1: 10%% "
+                             "slower), imitation follows DIR's own moves instead, so that "
+                             "the network is corrected only where DIR falls short (default: "
+                             "not asked)")
     parser.add_argument("--real-steps", metavar="N", type=count(0),
                         default=TrainingPlan.real_steps,
                         help="after the simulated iterations, N more on each graph on the "
@@ -118,7 +125,8 @@ def run(args) -> int:
         without=args.without, steps=args.steps,
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
-        imitate_exact=args.imitate_exact, real_steps=args.real_steps,
+        imitate_exact=args.imitate_exact, imitate_own=args.imitate_own,
+        real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
         warm_start=args.warm_start, starts=args.start,
         seed=args.seed), target_of(args))

@@ -102,11 +102,12 @@ class Episode:
 class GreedyWalk(NamedTuple):
     """One greedy episode of a policy: the best placement it evaluated, that placement's
     objective (us), the objective of every placement evaluated (the start first, in order),
-    and the objective where the episode ended (the policy's own answer)."""
+    and the objective and placement where the episode ended (the policy's own answer)."""
     devices: np.ndarray
     value: float
     objectives: np.ndarray
     end_value: float
+    end_devices: np.ndarray
 
 
 def greedy_walk(view: GraphView, policy) -> GreedyWalk:
@@ -118,4 +119,4 @@ def greedy_walk(view: GraphView, policy) -> GreedyWalk:
         episode.move(policy.action(episode.observation(), first=episode.position == 0))
     value, devices = episode.best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
-                      episode.value)
+                      episode.value, episode.devices)

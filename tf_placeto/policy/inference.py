@@ -114,7 +114,7 @@ def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> Gr
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
-                         initial: np.ndarray = None, greedy: tuple = None,
+                         initial: np.ndarray = None, greedy: GreedyWalk = None,
                          restart: str = FINE_TUNING_RESTART) -> tuple:
     """(device per group, objective in us, objectives): the best placement met while training
     the policy further on `problem` for `episodes` iterations, or its greedy one if that is
@@ -127,7 +127,8 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     # heavy: tf-agents and TensorFlow, loaded only to fine-tune
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
-    devices, value, objectives, _ = greedy or greedy_placement(problem, policy_dir, initial)
+    walk = greedy or greedy_placement(problem, policy_dir, initial)
+    devices, value, objectives = walk.devices, walk.value, walk.objectives
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -172,7 +173,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         devices, value, objectives = fine_tuned_placement(problem, policy_dir, budget, seed,
                                                           initial=initial, greedy=greedy)
     else:
-        devices, value, objectives, _ = greedy
+        devices, value, objectives = greedy.devices, greedy.value, greedy.objectives
     if tried:           # the episodes' start is one of the placements tried: counted once
         objectives = np.concatenate([tried, objectives[1:]])
     return np.asarray(devices), {

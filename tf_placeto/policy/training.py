@@ -144,19 +144,24 @@ class Trainer:
         PPO advances once per epoch of each iteration."""
         return len(self.history)
 
-    def demonstrate(self, decisions: Sequence, starts: int = 2) -> None:
+    def demonstrate(self, decisions: Sequence, starts: int = 2, teacher=None,
+                    followed: Sequence[bool] = None) -> None:
         """Record what imitation teaches: each group moved to its device in `decisions` (one
         per problem; imitation.py: walks from `starts` random starts, the decision and one
-        device). A problem posed from several starts is recorded once."""
+        device), or, where `followed` says so, `teacher`'s greedy moves from those starts
+        (Demonstrations.record). A problem posed from several starts is recorded once."""
         lessons = {}
-        for problem, decision in zip(self.problems, decisions):
-            lessons.setdefault(id(problem), (problem, decision))
-        self.demonstrations = Demonstrations.record(*zip(*lessons.values()), starts,
-                                                    seed=self.config.seed)
+        for index, (problem, decision) in enumerate(zip(self.problems, decisions)):
+            lessons.setdefault(id(problem), (problem, decision,
+                                             bool(followed and followed[index])))
+        problems, decisions, follows = zip(*lessons.values())
+        self.demonstrations = Demonstrations.record(problems, decisions, starts,
+                                                    seed=self.config.seed, teacher=teacher,
+                                                    followed=follows)
         index = {key: i for i, key in enumerate(lessons)}
         self._lesson = [index[id(problem)] for problem in self.problems]
         taught_us = [Objective(problem)(np.asarray(decision))[0]
-                     for problem, decision in lessons.values()]
+                     for problem, decision, _ in lessons.values()]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
         self._demonstration_starts = starts
 
