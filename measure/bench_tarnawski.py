@@ -52,7 +52,8 @@ from tf_placeto.errors import PlacementError
 from tf_placeto.cost_graphs import METHODS, Request
 from tf_placeto.graph.cost_graph import expert_file, read_cost_graph, read_expert_split
 from tf_placeto.log import progress, ticking
-from tf_placeto.placers.contiguous.accounting import infeasibility, latency, max_load
+from tf_placeto.placers.contiguous.accounting import (accelerator_memory, infeasibility, latency,
+                                                      max_load)
 from tf_placeto.placers.contiguous.baselines import (greedy_latency, local_search,
                                                      one_accelerator, pipedream)
 from tf_placeto.placers.contiguous.dp import solve_max_load
@@ -160,8 +161,7 @@ def latency_row(instances: pathlib.Path, path: pathlib.Path, seconds: float):
 def _experts_rules(wide, split: np.ndarray):
     """The instance under the rules an experts' split keeps where it breaks the instance's:
     its accelerators (`wide` has them) and the memory its fullest accelerator holds."""
-    on_accel = split < wide.max_accelerators
-    held = np.bincount(split[on_accel], weights=wide.size[on_accel]).max(initial=0.0)
+    held = accelerator_memory(wide, split).max(initial=0.0)
     return dataclasses.replace(
         wide, memory_per_accelerator=max(wide.memory_per_accelerator, float(held)))
 

@@ -26,7 +26,7 @@ from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
-from tf_placeto.policy.inference import SavedPolicy, greedy_placement
+from tf_placeto.policy.inference import greedy_placement, loaded_policy
 from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
 from tf_placeto.policy.starts import best_known, initial_placement
@@ -221,7 +221,7 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
             f"{name} ({count} problems)" for name, count in taught.items()))
-    trainer.demonstrate(lessons, teacher=SavedPolicy(plan.warm_start) if plan.imitate_own
+    trainer.demonstrate(lessons, teacher=loaded_policy(plan.warm_start) if plan.imitate_own
                         else None, followed=own)
     if imitating:
         with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",

@@ -86,6 +86,7 @@ class Demonstrations:
             device = np.random.default_rng([seed, index]).integers(problem.n_devices)
             one_device[problem.allowed[:, device]] = device
             follows = followed is not None and followed[index]
+            one_hot = np.eye(problem.n_devices, dtype=np.float32)
             observations, targets = [], []
             for start in walks + [canonical, one_device]:
                 episode = Episode(view, start)
@@ -93,7 +94,7 @@ class Demonstrations:
                     observations.append(episode.observation())
                     if follows:
                         moved = teacher.action(observations[-1], first=episode.position == 0)
-                        targets.append(np.eye(problem.n_devices, dtype=np.float32)[moved])
+                        targets.append(one_hot[moved])
                     else:
                         targets.append(right[episode.position])
                     episode.move(int(targets[-1].argmax()))

@@ -103,14 +103,15 @@ class SavedPolicy:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(policy_dir: str) -> SavedPolicy:
+def loaded_policy(policy_dir: str) -> SavedPolicy:
+    """The exported policy of `policy_dir`, loaded once per process."""
     return SavedPolicy(policy_dir)
 
 
 def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> GreedyWalk:
     """One greedy episode of the policy on `problem` from `initial` (default: a random
     placement)."""
-    return greedy_walk(GraphView(problem, initial), _load(policy_dir))
+    return greedy_walk(GraphView(problem, initial), loaded_policy(policy_dir))
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,

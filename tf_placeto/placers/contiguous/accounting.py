@@ -78,14 +78,21 @@ def max_load(graph: CostGraph, assignment) -> float:
     return float(device_loads(graph, assignment).max())
 
 
+def accelerator_memory(graph: CostGraph, assignment) -> np.ndarray:
+    """The bytes each accelerator holds under the split."""
+    a = _checked(graph, assignment)
+    on_accel = a < graph.max_accelerators
+    return np.bincount(a[on_accel], weights=graph.size[on_accel],
+                       minlength=graph.max_accelerators)
+
+
 def infeasibility(graph: CostGraph, assignment) -> str | None:
     """Why the split breaks a rule of the instance (memory, support, colour classes), or
     None. Contiguity is not a rule of the instance: any split has a load."""
     a = _checked(graph, assignment)
-    k = graph.max_accelerators
-    on_accel = a < k
-    used = np.bincount(a[on_accel], weights=graph.size[on_accel], minlength=k)
-    if k and used.max() > graph.memory_per_accelerator:
+    on_accel = a < graph.max_accelerators
+    used = accelerator_memory(graph, a)
+    if graph.max_accelerators and used.max() > graph.memory_per_accelerator:
         d = int(used.argmax())
         return (f"accelerator {d} holds {used[d]:.6g} bytes, over its "
                 f"{graph.memory_per_accelerator:.6g}")
