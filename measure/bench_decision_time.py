@@ -27,8 +27,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-groups", type=int, default=512)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--policy", default=None,
-                        help="default: the shipped policy for the devices (one machine's or a "
-                             "cluster's)")
+                        help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2", help="where the graph is profiled")
     parser.add_argument("--link", default="25:7600")
     parser.add_argument("--repeats", type=int, default=3)
@@ -48,7 +47,7 @@ def main(argv=None) -> int:
     with open_runtime(cluster=args.cluster) as runtime:
         workload = load_workload(args.graph, runtime, max_groups=args.max_groups)
     problem = workload.problem(args.devices, link=Link.parse(args.link))
-    policy = args.policy or inference.pretrained_policy(problem)
+    policy = args.policy or inference.pretrained_policy()
     say(f"{args.graph}: {problem.n_groups} groups on {problem.n_devices} devices")
     inference.greedy_placement(problem, policy)        # loads the policy once, as a server
     seconds = []

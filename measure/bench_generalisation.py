@@ -16,9 +16,8 @@ held-out families at once (fewer runs, and each family is judged by a policy tha
 Each fold trains into DIR/without-FAMILY[-FAMILY...] with `tf_placeto.train` (imitation of
 the fast placers' best for `--imitate` epochs, then `--steps` REINFORCE iterations from random
 starts, over every setting and count; a fold trained already is taken as it is, one stopped
-part-way resumes). `--policy DIR` judges that policy instead and trains nothing (the shipped
-ones: pass tf_placeto/policy/pretrained or pretrained_cluster, or "shipped" for the one
-`place` picks for each problem's devices).
+part-way resumes). `--policy DIR` judges that policy instead and trains nothing ("shipped" for
+the package's own, tf_placeto/policy/pretrained).
 
 Then, on every held-out family's models, per setting and device count, against the best
 algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
@@ -135,7 +134,7 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
              for name in DIRECT}
     best_name = min(steps, key=steps.get)
     best = steps[best_name]
-    chosen = inference.pretrained_policy(problem) if policy == SHIPPED else policy
+    chosen = inference.pretrained_policy() if policy == SHIPPED else policy
     row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
     start = time.perf_counter()
     alone = inference.greedy_placement(problem, chosen)

@@ -63,8 +63,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-groups", type=int, default=128,
                         help="groups per graph (the shipped policy trained at 128)")
     parser.add_argument("--policy", default=None,
-                        help="default: the shipped policy for the devices (one machine's or a "
-                             "cluster's)")
+                        help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2")
     parser.add_argument("--link", default="25:7600",
                         help="links of the simulated devices (default: Placeto's K80 GPUs, as "
@@ -107,7 +106,7 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
-            policy = args.policy or inference.pretrained_policy(problem)
+            policy = args.policy or inference.pretrained_policy()
             best = best_algorithm(workload, problem)
             _, fast_devices, _ = fast_start(problem)
             for seed in range(args.seeds):

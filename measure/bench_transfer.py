@@ -5,12 +5,13 @@
                                      [--link 25:7600 | k80] [--climb S [--climb-starts R]]
                                      [--csv FILE]
 
-The shipped policy was trained on members 0-7 of each family; members 8 and up are graphs it
-has never seen. For each unseen member and device count, in simulation with profiled op costs
-and Placeto's K80 links (`--link`: 25:7600, the default, between the profiled cluster's tasks,
-with their calibrated costs; k80, GPUs of one machine): the best algorithmic placer's step,
-and one greedy episode of the policy from each start, "random" (the paper's: what the policy
-finds on its own) and "fast" (the best decision of the fast placers, which it improves).
+The shipped policy was trained on members 0-7 of each family (its corpus stage on members 0 and
+1); members 8 and up are graphs it has never seen. For each unseen member and device count, in
+simulation with profiled op costs and Placeto's K80 links (`--link`: 25:7600, the default,
+between the profiled cluster's tasks, with their calibrated costs; k80, GPUs of one machine):
+the best algorithmic placer's step, and one greedy episode of the policy from each start,
+"random" (the paper's: what the policy finds on its own) and "fast" (the best decision of the
+fast placers, which it improves).
 Prints the table, then per start, against the best algorithm: where the walk ends (the policy
 alone, what issue 16 judges) and the best placement met on the walk (what `place` answers),
 each as a geometric mean with how many problems are within 10% and how many are faster, and
@@ -48,8 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-groups", type=int, default=128,
                         help="groups per graph (the shipped policy trained at 128)")
     parser.add_argument("--policy", default=None,
-                        help="default: the shipped policy for the devices (one machine's or a "
-                             "cluster's)")
+                        help="default: the shipped policy")
     parser.add_argument("--cluster", default="local:2", help="where graphs are profiled")
     parser.add_argument("--link", default="25:7600")
     parser.add_argument("--climb", metavar="S", type=float, default=0.0,
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     for graph, workload in workloads.items():
         for n in args.devices:
             problem = workload.problem(n, link=link)
-            policy = args.policy or inference.pretrained_policy(problem)
+            policy = args.policy or inference.pretrained_policy()
             steps = algorithm_steps(workload, problem)
             best_us, best_name = best_algorithm(workload, problem, steps)
             fast = fast_start(problem)

@@ -55,6 +55,12 @@ def test_each_setting_poses_its_devices(lookup):
         f"task:{k}" for k in range(4)]
     assert cluster.simulation.remote_task_us == measured["calibration"]["remote_task_us"] > 0
     assert cluster.simulation.task_message_us == measured["calibration"]["message_us"]
+    # the same tasks and costs on a fast network: only the link differs
+    fast = problems["cluster_k80"]
+    assert fast.device_names == cluster.device_names
+    assert fast.simulation.remote_task_us == cluster.simulation.remote_task_us
+    assert fast.bytes_per_us[0, 1] == 7600 > cluster.bytes_per_us[0, 1]
+    assert fast.latency_us[0, 1] < cluster.latency_us[0, 1]     # 25 us, not the measured link's
     # every other device of the mixed setting takes twice as long over every op
     mixed = problems["mixed"].simulation
     np.testing.assert_array_equal(mixed.device_type_of, [0, 1, 0, 1])

@@ -214,14 +214,15 @@ def test_a_torn_baselines_file_of_an_older_version_is_named_not_a_crash(
     assert [baselines in warning for warning in _warnings(caplog)] == [True]
 
 
-def test_the_shipped_training_folder_resumes_and_saves_in_this_layout(policy_problems,
-                                                                     tmp_path):
-    """tf_placeto/policy/pretrained, as an older version wrote it: a warm start takes its
-    weights; its checkpoint, log and baselines resume; a save writes this version's unit beside
-    it, which the next run takes."""
+def test_the_shipped_training_folder_resumes_and_a_warm_start_takes_its_weights(
+        policy_problems, tmp_path):
+    """tf_placeto/policy/pretrained is a whole training folder: its checkpoint and state
+    resume where its training stopped (3 epochs of imitation, no iterations), and a warm start
+    takes the same weights."""
     shipped = os.path.join(REPO, "tf_placeto", "policy", "pretrained")
     out = str(tmp_path / "pretrained")
-    shutil.copytree(os.path.join(shipped, "checkpoints"), os.path.join(out, "checkpoints"))
+    for part in ("checkpoints", "state"):
+        shutil.copytree(os.path.join(shipped, part), os.path.join(out, part))
     shutil.copy(os.path.join(shipped, "training.json"), out)
     config = TrainingConfig(**json.load(open(os.path.join(out, "training.json")))["config"])
     resumed = Trainer(policy_problems, out, config)
@@ -229,15 +230,29 @@ def test_the_shipped_training_folder_resumes_and_saves_in_this_layout(policy_pro
                    dataclasses.replace(config, seed=1, warm_start=shipped))
     for taken, shipped_weight in zip(warm.actor.weights, resumed.actor.weights):
         np.testing.assert_array_equal(taken.numpy(), shipped_weight.numpy())
-    assert resumed.iterations_done == int(resumed.step.numpy()) == 750
-    assert len(resumed.imitation) == 10 and resumed.baselines.seen
+    assert len(resumed.imitation) == 3 and resumed.iterations_done == 0
+
+
+def test_an_older_versions_folder_resumes_and_saves_in_this_layout(policy_problems, tmp_path,
+                                                                   tiny):
+    """An older version's folder (no state/: its log in training.json, its baselines in
+    checkpoints/baselines.json): its checkpoint, log and baselines resume; a save writes this
+    version's unit beside the older files, which the next run takes."""
+    out = str(tmp_path / "run")
+    trainer = Trainer(policy_problems, out, tiny)
+    for k in (1, 2):
+        _step_and_save(trainer, k)
+    shutil.rmtree(os.path.join(out, "state"))
+    with open(os.path.join(out, "checkpoints", "baselines.json"), "w") as file:
+        json.dump(trainer.baselines.as_json(), file)
+    resumed = Trainer(policy_problems, out, tiny)
+    assert resumed.iterations_done == int(resumed.step.numpy()) == 2
+    assert resumed.baselines.as_json() == trainer.baselines.as_json()
     resumed.save()
-    assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == [
-        "baselines.json", "checkpoint", "ckpt-750.data-00000-of-00001", "ckpt-750.index",
-        "ckpt-751.data-00000-of-00001", "ckpt-751.index"]     # the older one kept, whole
-    assert os.listdir(os.path.join(out, "state")) == ["ckpt-751.json"]
-    again = Trainer(policy_problems, out, config)
-    assert again.iterations_done == int(again.step.numpy()) == 750
+    assert "baselines.json" in os.listdir(os.path.join(out, "checkpoints"))  # kept, whole
+    assert os.listdir(os.path.join(out, "state")) == ["ckpt-3.json"]
+    again = Trainer(policy_problems, out, tiny)
+    assert again.iterations_done == int(again.step.numpy()) == 2
     assert again.baselines.as_json() == resumed.baselines.as_json()
 
 

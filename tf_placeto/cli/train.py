@@ -62,8 +62,7 @@ def add_parser(subparsers) -> None:
                         help="which iterations --keep-imitating follows: 'behind' (the "
                              "default), where the greedy episode ends slower than the lesson; "
                              "'one-device', every iteration on a problem whose lesson is on "
-                             "one device, and no other (how the shipped cluster policy was "
-                             "trained)")
+                             "one device, and no other")
     parser.add_argument("--imitate-climb", metavar="S", type=seconds,
                         default=TrainingPlan.imitate_climb,
                         help="climb each problem's best fast decision in the simulator for up "
@@ -93,7 +92,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--embedding", metavar="D", type=count(1),
                         default=TrainingPlan.embedding,
                         help="the network's width: each group's embedding (default "
-                             f"{TrainingPlan.embedding}, as the shipped policies)")
+                             f"{TrainingPlan.embedding}, as the shipped policy)")
     parser.add_argument("--rounds", metavar="R", type=count(1), default=TrainingPlan.rounds,
                         help="the network's rounds of message passing (default "
                              f"{TrainingPlan.rounds}); fewer train faster and see less far")

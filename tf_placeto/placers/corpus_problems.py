@@ -9,6 +9,8 @@ The corpus (tf_placeto/examples/corpus.py) is profiled on two logical CPUs of on
 - "cluster": tasks of a cluster, with what a local cluster's calibrated profile measured of
   the runtime (CLUSTER_RUNTIME: its link, and the cost per task, per crossing tensor and per
   message that a split pays there), the graph's own op times;
+- "cluster_k80": the same cluster's tasks joined by K80-class links instead (a cluster with a
+  fast network: crossing tensors cost little, each task and message still costs as there);
 - "mixed": K80-linked GPUs of which every other one runs each op twice as slowly
   (heterogeneous devices).
 """
@@ -57,6 +59,7 @@ class Setting:
 SETTINGS = {setting.name: setting for setting in (
     Setting("one_process"), Setting("k80", link="k80"),
     Setting("nvlink", link="machine:5:50000"), Setting("cluster", tasks=True),
+    Setting("cluster_k80", link="25:7600", tasks=True),
     Setting("mixed", link="k80", every_other_slower=MIXED_SLOWDOWN))}
 
 

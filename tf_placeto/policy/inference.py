@@ -6,11 +6,11 @@ and whatever Keras it chose. Fine-tuning trains the policy further on the new gr
 needs tf-agents (and so legacy Keras, set before TensorFlow loads).
 
 A policy directory holds `policy/` (the SavedModel) and `checkpoints/` (to fine-tune from), as
-tf_placeto.policy.training writes them. The package ships two, both trained on the graph
-families with devices of one machine and with tasks of a cluster (`pretrained_policy()`): one
-for devices of one machine, where splits pay; one for a cluster's tasks, which pay per task
-and per crossing tensor and where gathering is mostly best. In simulation neither network is
-as good as the other in the other's setting (docs/results/policy.md, "Why two policies ship").
+tf_placeto.policy.training writes them. The package ships one (`pretrained_policy()`), for
+every setting: devices of one process, GPUs of one machine and a cluster's tasks, 2 to 16
+devices. Its observation carries what decides whether a split pays there (each device's
+speed, the link, the cost of a task and of a crossing tensor), so one network serves all
+(docs/design/policy.md, "The policy shipped, and how to retrain it").
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
 the policy alone finds; "single", every group on the best device, where the policy must find
@@ -42,24 +42,19 @@ from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import START_KINDS, initial_placement
 
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
-PRETRAINED_CLUSTER = PRETRAINED + "_cluster"
 # fine-tuning's episodes walk on from where the one before ended: starting every episode
 # afresh found less in as many iterations (docs/results/policy.md, "Per graph against the RNN
 # planner")
 FINE_TUNING_RESTART = "previous"
 
 
-def pretrained_policy(problem=None) -> str:
-    """The policy shipped with the package for `problem`'s devices: the cluster's where they
-    are tasks of more than one machine or process, else (and with no problem) the one for
-    devices of one machine (both trained on the graph families: docs/design/policy.md, "The
-    policies shipped, and how to retrain them")."""
-    spans_tasks = problem is not None and len(np.unique(problem.simulation.device_task)) > 1
-    chosen = PRETRAINED_CLUSTER if spans_tasks else PRETRAINED
-    if not os.path.isdir(os.path.join(chosen, "policy")):
-        raise InputError(f"no pretrained policy in {chosen}: train one with "
+def pretrained_policy() -> str:
+    """The policy shipped with the package, for any devices (docs/design/policy.md, "The
+    policy shipped, and how to retrain it")."""
+    if not os.path.isdir(os.path.join(PRETRAINED, "policy")):
+        raise InputError(f"no pretrained policy in {PRETRAINED}: train one with "
                          "`tf-placeto train` and pass its directory")
-    return chosen
+    return PRETRAINED
 
 
 def _checked(policy_dir: str) -> str:
@@ -167,7 +162,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
     the best placement that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
-    policy_dir = policy_dir or pretrained_policy(problem)
+    policy_dir = policy_dir or pretrained_policy()
     started_from, initial, tried = initial_placement(problem, start)
     greedy = greedy_placement(problem, policy_dir, initial)
     if budget > 0:
