@@ -9,8 +9,9 @@ A policy directory holds `policy/` (the SavedModel) and `checkpoints/` (to fine-
 tf_placeto.policy.training writes them. The package ships one (`pretrained_policy()`), for
 every setting: devices of one process, GPUs of one machine and a cluster's tasks, 2 to 16
 devices. Its observation carries what decides whether a split pays there (each device's
-speed, the link, the cost of a task and of a crossing tensor), so one network serves all
-(docs/design/policy.md, "The policy shipped, and how to retrain it").
+speed, the link, the cost of a task and of a crossing tensor), so one network serves them all
+(docs/design/policy.md, "The policy shipped, and how to retrain it"; how well in each:
+docs/results/policy.md, "One policy for every setting").
 
 Where an episode starts (`start`): "random", Placeto's fixed random placement, which shows what
 the policy alone finds; "single", every group on the best device, where the policy must find
