@@ -21,6 +21,13 @@ def test_the_shipped_policies_are_judged_on_a_family_without_training(tmp_path, 
     assert set(rows["best_algorithm"]) <= set(bench_generalisation.DIRECT)
     out = capsys.readouterr().out
     assert "the policy alone over 2 problems of 1 unseen families: geometric mean" in out
+    by_setting = bench_generalisation._summary(rows, ["setting"], ["policy_alone"],
+                                               ["policy_alone_s"])
+    cluster = rows.set_index("setting").loc["cluster"]
+    assert by_setting.loc["cluster", "alone_one_device"] == int(
+        cluster["policy_alone_devices"] == 1)
+    assert by_setting.loc["cluster", "alone_above_1_10"] == int(cluster["policy_alone"] > 1.10)
+    assert "\nby setting:" in out
     assert not (tmp_path / "folds").exists()           # nothing trained
 
 
