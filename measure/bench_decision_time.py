@@ -7,10 +7,11 @@ One greedy episode of the policy (by default the shipped one) from the random st
 simulation with profiled op costs (profiled on `--cluster local:2`) and Placeto's K80 links,
 as `place --method placeto --start random` runs it: every move list-schedules the group's
 device rows, simulates at op level the placement with the group on each other device it may
-use, and asks the policy. Prints each run's seconds, their median, one simulation's time (an
-episode runs one per group and other device), and, for
-comparison, the simulated steps of one device and of the best fast placer. Issue 16's target:
-Inception-V3 at 512 groups on 8 devices under 10 s.
+use, and asks the policy. Prints each run's seconds, their median, what the two parts of a
+move take (one simulation: an episode runs one per group and other device, side by side in
+threads; one answer of the policy: one per group), and, for comparison, the simulated steps
+of one device and of the best fast placer. Issue 16's target: Inception-V3 at 512 groups on 8
+devices under 10 s.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def main(argv=None) -> int:
     from tf_placeto.measure.costs.costmodel import Link
     from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.policy import inference
+    from tf_placeto.policy.episode import Episode
     from tf_placeto.policy.objective import single_device
+    from tf_placeto.policy.observation import GraphView
     from tf_placeto.policy.starts import fast_start
     from tf_placeto.workload import load_workload
 
@@ -62,6 +65,7 @@ def main(argv=None) -> int:
     simulate = time.perf_counter()
     problem.simulate(devices)
     per_simulation = time.perf_counter() - simulate
+    per_answer = _answer_seconds(Episode(GraphView(problem)), inference.loaded_policy(policy))
     name, _, values = fast_start(problem)
     alone_us = problem.simulate(single_device(problem)).step_time_us
     print(f"for comparison: one device {alone_us / 1e3:.1f} ms; the best fast placer, {name}, "
@@ -69,8 +73,20 @@ def main(argv=None) -> int:
     print(f"median {statistics.median(seconds):.2f} s over {args.repeats} runs for "
           f"{problem.n_groups} groups on {problem.n_devices} devices; one op-level simulation "
           f"{per_simulation * 1e3:.1f} ms ({int((problem.allowed.sum(axis=1) - 1).sum())} of them "
-          "per episode)")
+          f"per episode); one answer of the policy {per_answer * 1e3:.1f} ms "
+          f"({problem.n_groups} per episode)")
     return 0
+
+
+def _answer_seconds(episode, policy, repeats: int = 20) -> float:
+    """Median seconds the policy takes to answer the episode's first observation."""
+    observation = episode.observation()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        policy.action(observation, first=True)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
 
 
 if __name__ == "__main__":
