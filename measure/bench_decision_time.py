@@ -8,10 +8,10 @@ simulation with profiled op costs (profiled on `--cluster local:2`) and Placeto'
 as `place --method placeto --start random` runs it: every move list-schedules the group's
 device rows, simulates at op level the placement with the group on each other device it may
 use, and asks the policy. Prints each run's seconds, their median, what the two parts of a
-move take (one simulation: an episode runs one per group and other device, side by side in
-threads; one answer of the policy: one per group), and, for comparison, the simulated steps
-of one device and of the best fast placer. Issue 16's target: Inception-V3 at 512 groups on 8
-devices under 10 s.
+move take, each the median of 20 calls (one simulation: an episode runs one per group and
+other device, side by side in threads; one answer of the policy: one per group), and, for
+comparison, the simulated steps of one device and of the best fast placer. Issue 16's target:
+Inception-V3 at 512 groups on 8 devices under 10 s.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def main(argv=None) -> int:
               f"{facts['policy_step_s'] * 1e3:.1f} ms, the best on its walk "
               f"{facts['best_on_walk_step_s'] * 1e3:.1f} ms ({len(set(devices.tolist()))} "
               "devices)")
-    simulate = time.perf_counter()
-    problem.simulate(devices)
-    per_simulation = time.perf_counter() - simulate
-    per_answer = _answer_seconds(Episode(GraphView(problem)), inference.loaded_policy(policy))
+    per_simulation = _median_seconds(lambda: problem.simulate(devices))
+    observation = Episode(GraphView(problem)).observation()
+    answer = inference.loaded_policy(policy).action
+    per_answer = _median_seconds(lambda: answer(observation, first=True))
     name, _, values = fast_start(problem)
     alone_us = problem.simulate(single_device(problem)).step_time_us
     print(f"for comparison: one device {alone_us / 1e3:.1f} ms; the best fast placer, {name}, "
@@ -78,13 +78,13 @@ def main(argv=None) -> int:
     return 0
 
 
-def _answer_seconds(episode, policy, repeats: int = 20) -> float:
-    """Median seconds the policy takes to answer the episode's first observation."""
-    observation = episode.observation()
+def _median_seconds(call, repeats: int = 20) -> float:
+    """Median seconds of `repeats` calls: one simulation of the episode's end, or one answer
+    of the policy to the episode's first observation."""
     seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
-        policy.action(observation, first=True)
+        call()
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds)
 

@@ -125,16 +125,24 @@ def _finished(out: str, args) -> bool:
     return len(read_log(os.path.join(out, "training.json")).get("iterations", [])) >= args.steps
 
 
+def best_direct(problem) -> tuple:
+    """(name, simulated step in us) of the best of the placers that decide without a search
+    (DIRECT) on `problem`."""
+    from tf_placeto import methods
+
+    steps = {name: problem.simulate(methods.place(name, problem).group_devices).step_time_us
+             for name in DIRECT}
+    name = min(steps, key=steps.get)
+    return name, steps[name]
+
+
 def _judged(problem, policy: str, climb: float, exact: float) -> dict:
     """The figures of one problem (the module's doc), each against the best algorithm."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
     from tf_placeto.policy.starts import fast_start
 
-    steps = {name: problem.simulate(methods.place(name, problem).group_devices).step_time_us
-             for name in DIRECT}
-    best_name = min(steps, key=steps.get)
-    best = steps[best_name]
+    best_name, best = best_direct(problem)
     chosen = inference.pretrained_policy() if policy == SHIPPED else policy
     row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
     start = time.perf_counter()

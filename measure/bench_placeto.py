@@ -147,22 +147,12 @@ def _placeto_figures(problem, policy: str, initial, kind: str, seed: int, best_u
     """One start's columns of a row: the policy zero-shot, then trained on `problem` alone."""
     from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference
-    from tf_placeto.policy.training import Trainer, TrainingConfig
 
     start = time.perf_counter()
     zero_shot = inference.greedy_placement(problem, policy, initial).value
     zero_shot_s = time.perf_counter() - start
-    if args.init == "pretrained":
-        _, trained, objectives = inference.fine_tuned_placement(
-            problem, policy, args.iterations, seed=seed, initial=initial,
-            restart=args.restart)
-    else:
-        with tempfile.TemporaryDirectory() as scratch:
-            trainer = Trainer([problem], scratch,
-                              TrainingConfig(restart=args.restart, seed=seed),
-                              initial=[initial])
-            trainer.run(args.iterations)
-            trained, objectives = trainer.best(0)[0], trainer.objectives(0)
+    trained, objectives = trained_on(problem, args.init, policy, initial, args.iterations,
+                                     seed, args.restart)
     return {f"zero_shot_{kind}_s": zero_shot_s,
             f"placements_to_5pct_{kind}": evaluations_to_within(objectives),
             "placeto_evaluations": len(objectives),
@@ -170,6 +160,26 @@ def _placeto_figures(problem, policy: str, initial, kind: str, seed: int, best_u
             f"trained_{kind}_vs_algorithm": trained / best_us,
             f"zero_shot_{kind}_vs_trained": zero_shot / trained,
             f"zero_shot_{kind}_vs_algorithm": zero_shot / best_us}
+
+
+def trained_on(problem, init: str, policy: str, initial, iterations: int, seed: int,
+               restart: str) -> tuple:
+    """(best objective in us, the objective of every placement evaluated, in order) of
+    Placeto trained on `problem` alone for `iterations` iterations from `initial`: a new
+    network ("scratch", the paper's), or `policy` fine-tuned ("pretrained", as place --budget
+    does; its greedy episode first)."""
+    from tf_placeto.policy import inference
+    from tf_placeto.policy.training import Trainer, TrainingConfig
+
+    if init == "pretrained":
+        _, best, objectives = inference.fine_tuned_placement(
+            problem, policy, iterations, seed=seed, initial=initial, restart=restart)
+        return best, objectives
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = Trainer([problem], scratch, TrainingConfig(restart=restart, seed=seed),
+                          initial=[initial])
+        trainer.run(iterations)
+        return trainer.best(0)[0], trainer.objectives(0)
 
 
 def _over_seeds(table, starts) -> "pd.DataFrame":

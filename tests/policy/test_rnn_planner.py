@@ -33,6 +33,12 @@ def test_evaluations_to_within_counts_until_the_best_so_far_is_close():
     assert evaluations_to_within([]) == 0
 
 
+def test_evaluations_to_within_another_search_s_final_best():
+    # fine-tuning judged against training from scratch: within 5% of the scratch run's 5.0
+    assert evaluations_to_within([10, 5.6, 5.2, 4], reference=5.0) == 3
+    assert evaluations_to_within([10, 5.6, 5.3], reference=5.0) is None
+
+
 def test_the_seed_and_the_budget_decide_what_is_evaluated(four_devices):
     one = rnn_planner.search(four_devices, budget=13, seed=1)
     other = rnn_planner.search(four_devices, budget=13, seed=2)

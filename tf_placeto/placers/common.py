@@ -235,11 +235,14 @@ def _local_bytes(problem, links, groups, devices, load) -> np.ndarray:
     return np.where(fits(problem, groups, load), local, -np.inf)
 
 
-def evaluations_to_within(objectives, tolerance: float = 0.05) -> int:
+def evaluations_to_within(objectives, tolerance: float = 0.05,
+                          reference: Optional[float] = None) -> Optional[int]:
     """How many placements a search evaluated (objectives in evaluation order) until its best
-    so far first came within `tolerance` of its final best: what a learned placer paid for
-    most of its result, comparable across placers whatever their budgets. 0: none evaluated."""
+    so far first came within `tolerance` of its final best (or of `reference`, another
+    search's final best): what a learned placer paid for most of its result, comparable
+    across placers whatever their budgets. 0: none evaluated; None: `reference` never met."""
     objectives = np.asarray(objectives, dtype=np.float64)
     if objectives.size == 0:
         return 0
-    return int(np.argmax(objectives <= objectives.min() * (1.0 + tolerance))) + 1
+    close = objectives <= (objectives.min() if reference is None else reference) * (1 + tolerance)
+    return int(np.argmax(close)) + 1 if close.any() else None

@@ -78,18 +78,18 @@ class Episode:
         """The current group's rows: the list schedule's, then the simulator's for each device
         it may use (where it sits now is the placement as it is: no simulation)."""
         group, problem = self.position, self.view.problem
-        rows = self.candidates.rows(group, self.devices)
         here = int(self.devices[group])
         others = [int(d) for d in np.flatnonzero(problem.allowed[group]) if d != here]
         placements = []
         for device in others:
             placements.append(self.devices.copy())
             placements[-1][group] = device
+        simulated = _SIMULATIONS.map(self.view.objective, placements)
+        rows = self.candidates.rows(group, self.devices)    # while the simulations run
         self._offers = {here: (self.value, self.result)}
         values = np.full(problem.n_devices, np.inf)
         values[here] = self.value
-        for device, devices, outcome in zip(others, placements,
-                                            _SIMULATIONS.map(self.view.objective, placements)):
+        for device, devices, outcome in zip(others, placements, simulated):
             self._offers[device] = outcome
             values[device] = outcome[0]
             self.view.moves.append(outcome[0])     # in device order, however they ran

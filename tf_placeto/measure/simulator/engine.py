@@ -3,6 +3,10 @@ transfers that transfers.plan made of the placement.
 
 Min-heaps live in flat arrays: heap h occupies keys[base[h]:base[h] + size[h]]; entries are
 ordered by (time, id), which is what makes every queue FIFO with deterministic ties.
+
+The event loop's helpers are inlined into it (numba's `inline="always"`): called, each
+passed its arrays with their reference counts, which slowed every simulation
+(docs/results/speed.md, "Decision time").
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 COPIES_FIRST_US = 1e12
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _heap_push(times, ids, base, size, time, ident):
     i = size
     while i > 0:
@@ -35,7 +39,7 @@ def _heap_push(times, ids, base, size, time, ident):
     ids[base + i] = ident
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _heap_pop(times, ids, base, size):
     """Remove the smallest entry of a heap holding `size` entries; return its id."""
     top = ids[base]
@@ -62,7 +66,7 @@ def _heap_pop(times, ids, base, size):
     return top
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _mark(flags, stack, n, item):
     """Put `item` on a stack of things to revisit, once; return the stack's new size."""
     if not flags[item]:
@@ -72,7 +76,7 @@ def _mark(flags, stack, n, item):
     return n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _wake(task, d, now, ready_time, ready_task, device_base, ready_size, device_dirty,
           dirty_devices, n_dirty_devices):
     """Queue a task that is ready now on device d; return the new count of devices to revisit."""
@@ -296,7 +300,7 @@ def run(placement, compute_us, remote_extra_us, remote_input_us, device_type_of,
             transfer_start, transfer_end, copy_start, copy_end, busy, peak)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _queue_transfer(tr, channel, now, queued_time, queued_transfer, channel_base, queued_size,
                     channel_dirty, dirty_channels, n_dirty_channels):
     """Queue a transfer on its channel; return the new count of channels to revisit."""
@@ -324,7 +328,7 @@ def _send(tr, src, now, n_ops, n_devices, copy_us, transfer_dst, transfer_queued
     return n_dirty_devices, n_dirty_channels
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _deliver(tr, now, placement, tensor_edge_ptr, tensor_edges, edge_transfer, edge_consumer,
              transfer_tensor, transfer_feeds, waiting_for, ready_time, ready_task, device_base,
              ready_size, device_dirty, dirty_devices, n_dirty_devices):
