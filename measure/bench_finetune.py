@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
-
 from measure import say
 
 
@@ -56,7 +54,6 @@ def main(argv=None) -> int:
     from measure.bench_placeto import trained_on
     from tf_placeto.placers.common import evaluations_to_within
     from tf_placeto.policy import inference
-    from tf_placeto.policy.objective import Objective
     from tf_placeto.policy.starts import start_placement
 
     policy = args.policy or inference.pretrained_policy()
@@ -66,19 +63,16 @@ def main(argv=None) -> int:
         best_name, best_us = best_direct(problem)
         for seed in range(args.seeds):
             initial = start_placement(problem, seed)
-            start_us = Objective(problem)(initial)[0]
             say(f"{posed.graph}, {posed.setting}, {posed.devices} devices, seed {seed}: "
                 f"{args.iterations} iterations from scratch, then fine-tuned")
             scratch_us, scratch = trained_on(problem, "scratch", policy, initial,
                                              args.iterations, seed, args.restart)
-            scratch = np.concatenate([[start_us], scratch])  # as the fine-tuned walk's
-            scratch_us = min(scratch_us, start_us)
             tuned_us, tuned = trained_on(problem, "pretrained", policy, initial,
                                          args.iterations, seed, inference.FINE_TUNING_RESTART)
             scratch_to = evaluations_to_within(scratch)
             tuned_to = evaluations_to_within(tuned, reference=scratch_us)
             rows.append({**posed.label(), "seed": seed, "best_algorithm": best_name,
-                         "start": start_us / best_us,
+                         "start": scratch[0] / best_us,
                          "scratch": scratch_us / best_us, "fine_tuned": tuned_us / best_us,
                          "scratch_evaluations": len(scratch), "scratch_to_5pct": scratch_to,
                          "fine_tuned_to_scratch_5pct": tuned_to,
@@ -104,11 +98,11 @@ def _posed(problems: list) -> list:
 
     posed = []
     for text in problems:
-        model, setting, devices = (text.split(":") + ["", ""])[:3]
-        if not devices.isdigit():
+        parts = text.split(":")
+        if len(parts) != 3 or not parts[2].isdigit():
             raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
                              "e.g. lstm:one_process:4")
-        posed += corpus_problems(load_profiles(names=[model]), [setting], [int(devices)])
+        posed += corpus_problems(load_profiles(names=parts[:1]), parts[1:2], [int(parts[2])])
     return posed
 
 

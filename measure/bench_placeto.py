@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 
 def algorithm_steps(workload, problem) -> dict:
     """{name: simulated step in us} of each algorithmic placer that decides directly
@@ -164,10 +166,10 @@ def _placeto_figures(problem, policy: str, initial, kind: str, seed: int, best_u
 
 def trained_on(problem, init: str, policy: str, initial, iterations: int, seed: int,
                restart: str) -> tuple:
-    """(best objective in us, the objective of every placement evaluated, in order) of
-    Placeto trained on `problem` alone for `iterations` iterations from `initial`: a new
-    network ("scratch", the paper's), or `policy` fine-tuned ("pretrained", as place --budget
-    does; its greedy episode first)."""
+    """(best objective in us, the objective of every placement evaluated in order, the
+    start first) of Placeto trained on `problem` alone for `iterations` iterations from
+    `initial`: a new network ("scratch", the paper's), or `policy` fine-tuned ("pretrained",
+    as place --budget does; its greedy episode first)."""
     from tf_placeto.policy import inference
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
@@ -179,7 +181,9 @@ def trained_on(problem, init: str, policy: str, initial, iterations: int, seed: 
         trainer = Trainer([problem], scratch, TrainingConfig(restart=restart, seed=seed),
                           initial=[initial])
         trainer.run(iterations)
-        return trainer.best(0)[0], trainer.objectives(0)
+        start = trainer.environments[0].views[0].start_objective     # the episodes' start
+        return (min(trainer.best(0)[0], start),
+                np.concatenate([[start], trainer.objectives(0)]))
 
 
 def _over_seeds(table, starts) -> "pd.DataFrame":
