@@ -18,7 +18,8 @@ For each model (of measure/real_models.py, else a bundled example) profiled on t
 - method dp's decision: Tarnawski et al.'s DP, the contiguous split of the group DAG whose
   busiest device is least busy (placers/pipeline_dp.py), and its ratio to the best
   throughput placement;
-each simulated as a stream of `--in-flight` steps (ms per step once full). How well the exact
+each simulated as a stream of `--in-flight` steps (ms per step once full), beside the busiest
+load the exact placer's throughput model gives it (placers.objectives). How well the exact
 placer's model ranks streams is printed per model too: its throughput objective against the
 stream mode over the fast placers' decisions, the exact one, hill_climb's and
 MODEL_CHECK_PLACEMENTS diverse ones (fitting.calibration_placements), as Spearman and median
@@ -93,6 +94,7 @@ def main(argv=None) -> int:
     from tf_placeto.pipeline import CONFIRM_SESSIONS
     from tf_placeto.placers import hill_climb, optimal
     from tf_placeto.placers.common import fast_decisions
+    from tf_placeto.placers.objectives import throughput_objective_us
     from tf_placeto.workload import load_workload
 
     sessions = args.sessions or CONFIRM_SESSIONS
@@ -143,12 +145,13 @@ def main(argv=None) -> int:
                         [throughput.placement(d) for d, _ in chosen.values()], list(chosen),
                         budget_s=args.budget, min_rounds=rounds_for(CONFIDENCE), trace=False,
                         stream=args.in_flight, sessions=sessions)
-                for (label, (_, decide_s)), result in zip(chosen.items(), results):
+                for (label, (decision, decide_s)), result in zip(chosen.items(), results):
                     stream_us = streamed_us[label]
                     ratio = result.ratio_to_first if result is not None else None
                     rows.append({
                         "model": name, "devices": devices, "groups": latency.n_groups,
                         "placement": label, "exact gap": info["gap"], "decide s": decide_s,
+                        "model ms/step": throughput_objective_us(throughput, decision) / 1e3,
                         "sim ms/step": stream_us / 1e3,
                         "sim / best throughput": stream_us / streamed_us[best_label],
                         "real ms/step": result.step_time_s * 1e3 if result else np.nan,

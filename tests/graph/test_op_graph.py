@@ -51,3 +51,25 @@ def test_ops_running_one_kernel_on_one_shape_share_a_signature():
     assert signature["transposed"] != signature["first"]
     assert signature["wider"] != signature["first"]
     assert signature["batch_unknown"] is None
+
+
+def test_the_backward_pass_is_the_gradient_scopes_and_what_depends_on_them():
+    tf1 = tf.compat.v1
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.0, 2.0], name="x")
+        w = tf1.get_variable("w", [2], use_resource=True)
+        y = tf.square(x * w, name="y")
+        tf.identity(y, name="served")
+        step = tf1.assign_sub(w, tf.multiply(0.1, tf1.gradients(y, [w])[0], name="scaled"))
+        tf.identity(tf1.gradients(tf.reduce_sum(y, name="total"), [x])[0], name="dx")
+        tf.group(step, name="train")
+    graph = tp.import_graph(g.as_graph_def())
+    backward = {graph.ops[i].name for i in graph.backward_mask().nonzero()[0]}
+    assert {"scaled", "dx", "train"} <= backward
+    updates = {op.name for op in graph.ops if op.type == "AssignSubVariableOp"}
+    assert updates and updates <= backward
+    assert any(name.startswith("gradients/") for name in backward)
+    assert any(name.startswith("gradients_1/") for name in backward)
+    assert not backward & {"x", "w", "y", "served", "total"}
+    assert not _diamond().backward_mask().any()

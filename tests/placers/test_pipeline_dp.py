@@ -22,44 +22,78 @@ def twelve_groups(small_cnn_groups):
     return coarsen(small_cnn_groups, 12)[0]
 
 
-def _forward_edges_keep_chain_order(problem, decision) -> bool:
-    return bool(np.all(decision[problem.edge_src] <= decision[problem.edge_dst]))
+def _cost_graph(problem):
+    devices = np.arange(problem.n_devices)
+    return pipeline_dp.cost_graph(problem, devices, devices[:0], np.arange(problem.n_groups))
+
+
+def _keeps_chain_order(graph, op_devices) -> bool:
+    """Whether every edge between forward ops runs to the same device or a later one (the
+    backward pass's edges order nothing: it follows its forward stage)."""
+    forward = ~graph.is_backward
+    ordering = forward[graph.edge_src] & forward[graph.edge_dst]
+    return bool(np.all(op_devices[graph.edge_src[ordering]]
+                       <= op_devices[graph.edge_dst[ordering]]))
 
 
 @pytest.mark.parametrize("n_devices", [2, 3])
 def test_the_split_is_the_least_loaded_contiguous_one(twelve_groups, n_devices):
-    """Every split of 12 groups into a chain of ideals, one per device in order, counted under
+    """Every split of the groups' stages (a training step's backward groups with the forward
+    ones they differentiate) into a chain of ideals, one per device in order, counted under
     their accounting: the DP's max-load is the least of them, and its split is one."""
     problem = build_problem(twelve_groups, n_devices).with_objective("throughput", 4)
     result = methods.place("dp", problem)
-    decision = result.group_devices
-    assert _forward_edges_keep_chain_order(problem, decision)
+    op_of_group = problem.groups.group_of
+    graph = _cost_graph(problem)
+    decision = result.group_devices[op_of_group]
+    assert _keeps_chain_order(graph, decision)
     assert result.info["moved_by_repair"] == 0 and result.info["fits_memory_model"]
 
-    devices = np.arange(n_devices)
-    graph = pipeline_dp.cost_graph(problem, devices, devices[:0], np.arange(problem.n_groups))
-    op_of_group = problem.groups.group_of
-    loads = [max_load(graph, np.asarray(split)[op_of_group])
-             for split in itertools.product(range(n_devices), repeat=problem.n_groups)
-             if _forward_edges_keep_chain_order(problem, np.asarray(split))]
+    stages = np.unique(graph.color_class)
+    assert 1 < stages.size < problem.n_groups      # the backward groups joined forward ones
+    device_of_stage = np.zeros(problem.n_groups, np.int64)
+    loads = []
+    for split in itertools.product(range(n_devices), repeat=stages.size):
+        device_of_stage[stages] = split
+        op_devices = device_of_stage[graph.color_class]
+        if _keeps_chain_order(graph, op_devices):
+            loads.append(max_load(graph, op_devices))
     assert result.info["max_load_us"] == pytest.approx(min(loads), rel=1e-9)
-    assert max_load(graph, decision[op_of_group]) == pytest.approx(min(loads), rel=1e-9)
+    assert max_load(graph, decision) == pytest.approx(min(loads), rel=1e-9)
+
+
+def test_a_backward_group_shares_the_stage_of_the_forward_group_it_reads(twelve_groups):
+    problem = build_problem(twelve_groups, 2)
+    graph = _cost_graph(problem)
+    group_of = problem.groups.group_of
+    backward = problem.groups.op_graph.backward_mask()
+    assert np.array_equal(graph.is_backward, backward) and backward.any() and not backward.all()
+    forward_groups = np.unique(group_of[~backward])
+    backward_alone = np.setdiff1d(np.arange(problem.n_groups), forward_groups)
+    assert backward_alone.size
+    stage_of_group = np.zeros(problem.n_groups, np.int64)
+    stage_of_group[group_of] = graph.color_class
+    assert np.array_equal(stage_of_group[forward_groups], forward_groups)
+    assert np.isin(stage_of_group[backward_alone], forward_groups).all()
+    # a stage the groups' moves keep whole: a group's ops share one
+    assert np.array_equal(stage_of_group[group_of], graph.color_class)
 
 
 def test_crossing_outputs_cost_their_transfer_and_compute_is_the_groups(twelve_groups):
     problem = build_problem(twelve_groups, 2)
-    devices = np.arange(2)
-    graph = pipeline_dp.cost_graph(problem, devices, devices[:0], np.arange(problem.n_groups))
+    graph = _cost_graph(problem)
     group_of = problem.groups.group_of
     accel_by_group = np.bincount(group_of, weights=graph.accel_latency,
                                  minlength=problem.n_groups)
     np.testing.assert_allclose(accel_by_group, problem.compute_us[:, 0])
-    # a group whose outputs all stay inside it sends nothing
-    sends = np.bincount(group_of, weights=graph.output_cost, minlength=problem.n_groups)
-    has_out_edge = np.isin(np.arange(problem.n_groups),
-                           np.concatenate([problem.edge_src, problem.feedback_src]))
-    assert np.all(sends[~has_out_edge] == 0) and np.all(sends[has_out_edge] > 0)
-    assert np.array_equal(graph.color_class, group_of)
+    # an op pays for its outputs exactly when one of them is read in another stage
+    simulation = problem.simulation
+    producer = simulation.tensor_producer[simulation.edge_tensor]
+    leaves = graph.color_class[producer] != graph.color_class[simulation.edge_consumer]
+    pays = np.zeros(graph.n_nodes, bool)
+    pays[producer[leaves]] = True
+    assert np.all(graph.output_cost[~pays] == 0)
+    assert np.all(graph.output_cost[pays] > 0) and pays.any()
 
 
 def test_a_graph_too_wide_for_the_cap_is_split_in_coarser_pieces(small_cnn_groups):
@@ -68,7 +102,7 @@ def test_a_graph_too_wide_for_the_cap_is_split_in_coarser_pieces(small_cnn_group
     capped = methods.place("dp", problem, max_ideals=8)
     assert whole.info["pieces"] == problem.n_groups and whole.info["ideals"] > 8
     assert capped.info["pieces"] < problem.n_groups and capped.info["ideals"] <= 8
-    assert _forward_edges_keep_chain_order(problem, capped.group_devices)
+    assert _keeps_chain_order(_cost_graph(problem), capped.group_devices[problem.groups.group_of])
     assert capped.info["max_load_us"] >= whole.info["max_load_us"] * (1 - 1e-9)
 
 

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import re
 from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
+
+# The name scopes TensorFlow gives a gradient's ops: tf.GradientTape's, and tf.gradients'
+# ("gradients", then "gradients_1", ... for later calls in one graph).
+_GRADIENT_SCOPE = re.compile(r"(^|/)(gradient_tape|gradients(_\d+)?)/")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +138,21 @@ class OpGraph:
         for src, dst in self.control_edges:
             pred[dst].add(src)
         return [sorted(p) for p in pred]
+
+    def backward_mask(self) -> np.ndarray:
+        """Per op, whether it is part of a training step's backward pass: an op in a
+        gradient's name scope, or one that depends on such an op (the optimizer's updates, the
+        step's last ops). Tarnawski et al.'s pipeline keeps these with the forward layer they
+        differentiate; all False in a graph without gradients."""
+        backward = np.zeros(len(self.ops), dtype=bool)
+        stack = [op.index for op in self.ops if _GRADIENT_SCOPE.search(op.name)]
+        successors = self.successors() if stack else []
+        while stack:
+            op = stack.pop()
+            if not backward[op]:
+                backward[op] = True
+                stack.extend(successors[op])
+        return backward
 
     def demand_order(self) -> np.ndarray:
         """A topological order that emits each op just before its first consumer needs it.

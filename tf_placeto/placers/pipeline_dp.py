@@ -10,12 +10,21 @@ that crosses charged to its sender and to every device that reads it (their acco
 time per sample of a pipeline). The op-level simulator then judges the split as it judges
 every placer's, under the problem's objective (a stream of steps under throughput).
 
+A training step is a training graph of theirs: the ops of its backward pass
+(OpGraph.backward_mask) are backward nodes, which follow their colour class and do not order
+the pipeline, so a layer's forward and backward ops can share a stage. A group of backward ops
+alone joins the class of the forward group whose outputs it reads most (the layer it
+differentiates); its edges are charged, not ordered. Without this, the whole backward pass
+came after the forward pass in the chain, and every split cut the activations that the
+backward pass reads.
+
 What their model has no place for, and the split is judged without: the fixed cost of using
-another task of a cluster, and the feedback edges (a variable and its late update), which do
-not order the pipeline and whose bytes are not charged. Devices of two speeds are their
-accelerators (the faster) and CPUs (which pay for no transfer, as in their model); more are
-refused. A group goes wherever an accelerator runs it; `common.repair` then moves a group
-off a device without its kernel, and off a device over its memory where it can.
+another task of a cluster, and the feedback edges of a graph without gradient scopes (a
+variable and its late update), which do not order the pipeline and whose bytes are not
+charged. Devices of two speeds are their accelerators (the faster) and CPUs (which pay for no
+transfer, as in their model); more are refused. A group goes wherever an accelerator runs it;
+`common.repair` then moves a group off a device without its kernel, and off a device over its
+memory where it can.
 """
 
 from __future__ import annotations
@@ -80,13 +89,15 @@ def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.nda
     graph's device numbering)."""
     simulation = problem.simulation
     group_of = problem.groups.group_of
-    piece_of = piece_of_group[group_of]
+    backward = problem.groups.op_graph.backward_mask()
+    piece_of = piece_of_group[_stage_groups(problem, backward)][group_of]
     n_ops = group_of.shape[0]
     op_us = simulation.compute_us[:, simulation.device_type_of] + simulation.op_overhead_us
     producer = simulation.tensor_producer[simulation.edge_tensor]     # per data edge
     src = np.concatenate([producer, simulation.control_src])
     dst = np.concatenate([simulation.edge_consumer, simulation.control_dst])
-    keep = (src != dst) & (piece_of[src] <= piece_of[dst])     # feedback edges left out
+    # feedback edges into forward ops left out; edges into backward ops order nothing
+    keep = (src != dst) & ((piece_of[src] <= piece_of[dst]) | backward[dst])
     pairs = np.unique(src[keep] * n_ops + dst[keep])
     # an output pays its transfer when some reader is in another piece
     leaves = piece_of[producer] != piece_of[simulation.edge_consumer]
@@ -101,12 +112,32 @@ def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.nda
         node_ids=np.arange(n_ops, dtype=np.int64), names=tuple(simulation.op_names),
         cpu_latency=on_cpu, accel_latency=op_us[:, accelerators[0]],
         supported=problem.allowed[:, accelerators].any(axis=1)[group_of], size=size,
-        is_backward=np.zeros(n_ops, bool), color_class=piece_of.astype(np.int64),
+        is_backward=backward, color_class=piece_of.astype(np.int64),
         edge_src=pairs // n_ops, edge_dst=pairs % n_ops, output_cost=output_cost,
         max_accelerators=int(accelerators.size), max_cpus=int(cpus.size),
         memory_per_accelerator=float(problem.capacity_bytes[accelerators].min()),
         topological_order=np.asarray(problem.groups.op_graph.topological_order(), np.int64),
         source="the graph's groups")
+
+
+def _stage_groups(problem: PlacementProblem, backward: np.ndarray) -> np.ndarray:
+    """Per group, the group whose stage it shares: itself where it holds a forward op; for a
+    group of backward ops alone, the forward group whose outputs it reads the most bytes of
+    (each edge weighing a byte more, so that empty tensors count), or itself where it reads
+    none (their DP then places it by the mirror image of its backward edges)."""
+    simulation = problem.simulation
+    group_of = problem.groups.group_of
+    has_forward = np.bincount(group_of[~backward], minlength=problem.n_groups) > 0
+    producer = simulation.tensor_producer[simulation.edge_tensor]
+    reader = simulation.edge_consumer
+    reads_forward = ~has_forward[group_of[reader]] & ~backward[producer]
+    read_bytes = np.zeros((problem.n_groups, problem.n_groups))
+    np.add.at(read_bytes, (group_of[reader[reads_forward]], group_of[producer[reads_forward]]),
+              simulation.tensor_bytes[simulation.edge_tensor[reads_forward]] + 1.0)
+    stage = np.arange(problem.n_groups)
+    joins = read_bytes.sum(axis=1) > 0
+    stage[joins] = read_bytes[joins].argmax(axis=1)
+    return stage
 
 
 def _first_ops(problem: PlacementProblem) -> np.ndarray:
