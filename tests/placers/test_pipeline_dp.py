@@ -123,3 +123,28 @@ def test_devices_of_two_speeds_are_accelerators_and_cpus_of_three_refused(small_
     three = dataclasses.replace(problem, compute_us=problem.compute_us * [1.0, 2.0, 3.0])
     with pytest.raises(InputError, match="at most two kinds"):
         methods.place("dp", three)
+
+
+def test_a_task_that_costs_more_than_its_share_of_the_load_is_left_out(twelve_groups):
+    """On a cluster's tasks each task the step uses beside the session's costs a fixed time
+    per step, which their max-load does not count: the DP keeps the split on as many
+    accelerators as pay for their tasks."""
+    from tf_placeto.placers.problem import PlacementProblem
+
+    def on_tasks(task_us):
+        problem = build_problem(twelve_groups, 3)
+        simulation = dataclasses.replace(problem.simulation, device_task=np.arange(3),
+                                         remote_task_us=task_us)
+        return PlacementProblem.from_simulation(problem.groups, simulation).with_objective(
+            "throughput", 4)
+
+    free = methods.place("dp", on_tasks(0.0))
+    assert free.info["accelerators"] == 3
+    one_process = methods.place("dp", build_problem(twelve_groups, 3).with_objective(
+        "throughput", 4))
+    assert np.array_equal(free.group_devices, one_process.group_devices)
+
+    costly = on_tasks(on_tasks(0.0).compute_us[:, 0].sum())
+    kept = methods.place("dp", costly)
+    assert kept.info["accelerators"] == 1 and not kept.group_devices.any()
+    assert kept.info["max_load_us"] == pytest.approx(costly.compute_us[:, 0].sum(), rel=1e-9)

@@ -18,8 +18,9 @@ differentiates); its edges are charged, not ordered. Without this, the whole bac
 came after the forward pass in the chain, and every split cut the activations that the
 backward pass reads.
 
-What their model has no place for, and the split is judged without: the fixed cost of using
-another task of a cluster, and the feedback edges of a graph without gradient scopes (a
+Their model has no place for the fixed cost of using another task of a cluster (its RunGraph
+call each step): the DP runs for one accelerator up to all, and the split whose max-load plus
+that cost is least wins. Nor for the feedback edges of a graph without gradient scopes (a
 variable and its late update), which do not order the pipeline and whose bytes are not
 charged. Devices of two speeds are their accelerators (the faster) and CPUs (which pay for no
 transfer, as in their model); more are refused. A group goes wherever an accelerator runs it;
@@ -37,6 +38,7 @@ import numpy as np
 from tf_placeto.errors import InputError
 from tf_placeto.graph.cost_graph import CostGraph
 from tf_placeto.graph.grouping import coarsen
+from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import repair
 from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
 from tf_placeto.placers.contiguous.ideals import MAX_IDEALS as COST_GRAPH_MAX_IDEALS
@@ -55,7 +57,9 @@ def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int]
     """seed: unused (deterministic). max_ideals: the most ideals (downward-closed sets of
     pieces) the DP may enumerate (default MAX_IDEALS): where the groups have more, the DP
     splits chunks of consecutive groups instead, halving their number until it fits (info:
-    "pieces")."""
+    "pieces"). On a cluster's tasks, where each task a step uses beside the session's costs
+    a fixed time per step, the DP runs for each number of accelerators from one up and keeps
+    the split whose max-load plus that cost is least (info: "accelerators")."""
     max_ideals = max_ideals or MAX_IDEALS
     accelerators, cpus = _device_kinds(problem)
     piece_of_group = np.arange(problem.n_groups)
@@ -71,14 +75,34 @@ def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int]
             _, piece_of_group = coarsen(problem.groups, pieces // 2)
     fits = assignment is not None
     if not fits:        # no split fits the memory model: the least loaded one, for repair
-        load, assignment, info = solve_max_load_with_bar(
-            dataclasses.replace(graph, memory_per_accelerator=np.inf), max_ideals)
-    decision, moved = repair(problem, _in_pipeline_order(assignment[_first_ops(problem)],
-                                                         accelerators, cpus))
+        graph = dataclasses.replace(graph, memory_per_accelerator=np.inf)
+        load, assignment, info = solve_max_load_with_bar(graph, max_ideals)
+    task_us = problem.simulation.remote_task_us
+    split = _decided(problem, load, assignment, accelerators, cpus)
+    for count in range(1, accelerators.size) if task_us > 0 else ():
+        fewer = solve_max_load_with_bar(dataclasses.replace(graph, max_accelerators=count),
+                                        max_ideals)
+        if fewer[1] is not None:
+            split = min(split, _decided(problem, *fewer[:2], accelerators, cpus),
+                        key=lambda ranked: ranked[0])
+    with_tasks_us, load, used, decision, moved = split
     return decision, {
         "max_load_us": float(load), "fits_memory_model": fits, "moved_by_repair": moved,
-        "pieces": int(piece_of_group.max()) + 1, "ideals": info["ideals"],
-        "dp_seconds": info["seconds"]}
+        "accelerators": used, "pieces": int(piece_of_group.max()) + 1,
+        "ideals": info["ideals"], "dp_seconds": info["seconds"]}
+
+
+def _decided(problem: PlacementProblem, load: float, assignment: np.ndarray,
+             accelerators: np.ndarray, cpus: np.ndarray) -> tuple:
+    """(max-load plus the fixed cost of the tasks the split uses beside the session's,
+    max-load, accelerators used, the repaired decision, groups repair moved): what `place`
+    ranks splits by, first."""
+    decision, moved = repair(problem, _in_pipeline_order(assignment[_first_ops(problem)],
+                                                         accelerators, cpus))
+    simulation = problem.simulation
+    tasks = len(remote_tasks(simulation, problem.op_devices(decision)))
+    used = int(np.isin(accelerators, decision).sum())
+    return float(load) + simulation.remote_task_us * tasks, float(load), used, decision, moved
 
 
 def cost_graph(problem: PlacementProblem, accelerators: np.ndarray, cpus: np.ndarray,
