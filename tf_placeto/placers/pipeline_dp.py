@@ -77,19 +77,19 @@ def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int]
     if not fits:        # no split fits the memory model: the least loaded one, for repair
         graph = dataclasses.replace(graph, memory_per_accelerator=np.inf)
         load, assignment, info = solve_max_load_with_bar(graph, max_ideals)
-    task_us = problem.simulation.remote_task_us
-    split = _decided(problem, load, assignment, accelerators, cpus)
-    for count in range(1, accelerators.size) if task_us > 0 else ():
-        fewer = solve_max_load_with_bar(dataclasses.replace(graph, max_accelerators=count),
-                                        max_ideals)
-        if fewer[1] is not None:
-            split = min(split, _decided(problem, *fewer[:2], accelerators, cpus),
+    split, seconds = _decided(problem, load, assignment, accelerators, cpus), info["seconds"]
+    for count in range(1, accelerators.size) if problem.simulation.remote_task_us > 0 else ():
+        fewer_load, fewer, fewer_info = solve_max_load_with_bar(
+            dataclasses.replace(graph, max_accelerators=count), max_ideals)
+        seconds += fewer_info["seconds"]
+        if fewer is not None:
+            split = min(split, _decided(problem, fewer_load, fewer, accelerators, cpus),
                         key=lambda ranked: ranked[0])
-    with_tasks_us, load, used, decision, moved = split
+    _, load, used, decision, moved = split
     return decision, {
-        "max_load_us": float(load), "fits_memory_model": fits, "moved_by_repair": moved,
+        "max_load_us": load, "fits_memory_model": fits, "moved_by_repair": moved,
         "accelerators": used, "pieces": int(piece_of_group.max()) + 1,
-        "ideals": info["ideals"], "dp_seconds": info["seconds"]}
+        "ideals": info["ideals"], "dp_seconds": seconds}
 
 
 def _decided(problem: PlacementProblem, load: float, assignment: np.ndarray,
