@@ -13,6 +13,7 @@ from tf_placeto import methods
 from tf_placeto.errors import InputError
 from tf_placeto.placers import pipeline_dp
 from tf_placeto.placers.contiguous.accounting import max_load
+from tf_placeto.placers.problem import PlacementProblem
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +130,6 @@ def test_a_task_that_costs_more_than_its_share_of_the_load_is_left_out(twelve_gr
     """On a cluster's tasks each task the step uses beside the session's costs a fixed time
     per step, which their max-load does not count: the DP keeps the split on as many
     accelerators as pay for their tasks."""
-    from tf_placeto.placers.problem import PlacementProblem
-
     def on_tasks(task_us):
         problem = build_problem(twelve_groups, 3)
         simulation = dataclasses.replace(problem.simulation, device_task=np.arange(3),
