@@ -92,18 +92,18 @@ def main(argv=None) -> int:
 
 
 def _posed(problems: list) -> list:
-    """The corpus problem of each MODEL:SETTING:DEVICES."""
+    """The corpus problem of each MODEL:SETTING:DEVICES (the profiles read once)."""
     from tf_placeto.errors import InputError
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
 
-    posed = []
-    for text in problems:
-        parts = text.split(":")
+    asked = [text.split(":") for text in problems]
+    for text, parts in zip(problems, asked):
         if len(parts) != 3 or not parts[2].isdigit():
             raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
                              "e.g. lstm:one_process:4")
-        posed += corpus_problems(load_profiles(names=parts[:1]), parts[1:2], [int(parts[2])])
-    return posed
+    profiles = {p.name: p for p in load_profiles(names={model for model, _, _ in asked})}
+    return [posed for model, setting, devices in asked
+            for posed in corpus_problems([profiles[model]], [setting], [int(devices)])]
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 programs and the baselines against brute force over every split of small instances built
 here."""
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -16,7 +17,7 @@ from tf_placeto.placers.contiguous.accounting import (device_loads, infeasibilit
 from tf_placeto.placers.contiguous.balance import rebalanced
 from tf_placeto.placers.contiguous.baselines import (greedy_latency, local_search,
                                                      one_accelerator, pipedream)
-from tf_placeto.placers.contiguous.dp import solve_max_load
+from tf_placeto.placers.contiguous.dp import solve_max_load, solve_max_load_per_accelerators
 from tf_placeto.placers.contiguous.ideals import TooManyIdeals, contract, enumerate_ideals
 from tf_placeto.placers.contiguous import program
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
@@ -450,3 +451,24 @@ def test_pipedream_is_the_dp_on_a_chain(seed):
     graph = _graph(nodes, [(i, i + 1) for i in range(n - 1)], costs, accelerators=3,
                    memory=float(rng.integers(5, 10)))
     assert pipedream(graph)[0] == pytest.approx(solve_max_load(graph)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("memory", [9.0, 100.0])
+def test_one_table_holds_the_best_split_for_every_number_of_accelerators(memory):
+    graph = dataclasses.replace(_branchy(memory), max_accelerators=3)
+    splits, _ = solve_max_load_per_accelerators(graph, slack=1e9)
+    assert len(splits) == 4
+    for count, (load, assignment) in enumerate(splits):
+        alone, _, _ = solve_max_load(dataclasses.replace(graph, max_accelerators=count))
+        assert load == pytest.approx(alone, rel=1e-12)
+        if assignment is not None:
+            assert max_load(graph, assignment) == pytest.approx(load, rel=1e-12)
+            assert assignment[assignment < graph.max_accelerators].max(initial=-1) < count
+    # without slack, a count is exact where its best is within the DP's bound, else unread
+    tight, info = solve_max_load_per_accelerators(graph, slack=0.0)
+    for (load, _), (exact, _) in zip(tight, splits):
+        if exact <= info["upper_bound"]:
+            assert load == pytest.approx(exact, rel=1e-12)
+        else:
+            assert load == np.inf
+    assert tight[-1][0] == pytest.approx(splits[-1][0], rel=1e-12)

@@ -19,13 +19,13 @@ came after the forward pass in the chain, and every split cut the activations th
 backward pass reads.
 
 Their model has no place for the fixed cost of using another task of a cluster (its RunGraph
-call each step): the DP runs for one accelerator up to all, and the split whose max-load plus
-that cost is least wins. Nor for the feedback edges of a graph without gradient scopes (a
-variable and its late update), which do not order the pipeline and whose bytes are not
-charged. Devices of two speeds are their accelerators (the faster) and CPUs (which pay for no
-transfer, as in their model); more are refused. A group goes wherever an accelerator runs it;
-`common.repair` then moves a group off a device without its kernel, and off a device over its
-memory where it can.
+call each step): the DP's table holds the best split for each number of accelerators, and the
+one whose max-load plus that cost is least wins. Nor for the feedback edges of a graph
+without gradient scopes (a variable and its late update), which do not order the pipeline
+and whose bytes are not charged. Devices of two speeds are their accelerators (the faster)
+and CPUs (which pay for no transfer, as in their model); more are refused. A group goes
+wherever an accelerator runs it; `common.repair` then moves a group off a device without its
+kernel, and off a device over its memory where it can.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from tf_placeto.graph.cost_graph import CostGraph
 from tf_placeto.graph.grouping import coarsen
 from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import repair
-from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
+from tf_placeto.placers.contiguous.dp import (solve_max_load_per_accelerators,
+                                               with_progress_bar)
 from tf_placeto.placers.contiguous.ideals import MAX_IDEALS as COST_GRAPH_MAX_IDEALS
 from tf_placeto.placers.contiguous.ideals import TooManyIdeals
 from tf_placeto.placers.objectives import crossing_costs_us
@@ -58,38 +59,42 @@ def place(problem: PlacementProblem, *, seed: int = 0, max_ideals: Optional[int]
     pieces) the DP may enumerate (default MAX_IDEALS): where the groups have more, the DP
     splits chunks of consecutive groups instead, halving their number until it fits (info:
     "pieces"). On a cluster's tasks, where each task a step uses beside the session's costs
-    a fixed time per step, the DP runs for each number of accelerators from one up and keeps
-    the split whose max-load plus that cost is least (info: "accelerators")."""
+    a fixed time per step, the DP's table gives the best split for each number of
+    accelerators from one up, and the one whose max-load plus that cost is least wins
+    (info: "accelerators")."""
     max_ideals = max_ideals or MAX_IDEALS
     accelerators, cpus = _device_kinds(problem)
+    simulation = problem.simulation
+    # what the tasks beside the session's can cost at most: a split with fewer accelerators
+    # that wins must be within it of the best with all
+    slack_us = simulation.remote_task_us * (len(np.unique(simulation.device_task)) - 1)
+    counts = None if slack_us > 0 else [accelerators.size]
     piece_of_group = np.arange(problem.n_groups)
     while True:
         graph = cost_graph(problem, accelerators, cpus, piece_of_group)
         try:
-            load, assignment, info = solve_max_load_with_bar(graph, max_ideals)
+            splits, info = with_progress_bar(solve_max_load_per_accelerators, graph, slack_us,
+                                             max_ideals=max_ideals, counts=counts)
             break
         except TooManyIdeals:
             pieces = int(piece_of_group.max()) + 1
             if pieces == 1:
                 raise
             _, piece_of_group = coarsen(problem.groups, pieces // 2)
-    fits = assignment is not None
+    fits = splits[-1][1] is not None
     if not fits:        # no split fits the memory model: the least loaded one, for repair
-        graph = dataclasses.replace(graph, memory_per_accelerator=np.inf)
-        load, assignment, info = solve_max_load_with_bar(graph, max_ideals)
-    split, seconds = _decided(problem, load, assignment, accelerators, cpus), info["seconds"]
-    for count in range(1, accelerators.size) if problem.simulation.remote_task_us > 0 else ():
-        fewer_load, fewer, fewer_info = solve_max_load_with_bar(
-            dataclasses.replace(graph, max_accelerators=count), max_ideals)
-        seconds += fewer_info["seconds"]
-        if fewer is not None:
-            split = min(split, _decided(problem, fewer_load, fewer, accelerators, cpus),
-                        key=lambda ranked: ranked[0])
-    _, load, used, decision, moved = split
+        splits, info = with_progress_bar(
+            solve_max_load_per_accelerators,
+            dataclasses.replace(graph, memory_per_accelerator=np.inf), slack_us,
+            max_ideals=max_ideals, counts=counts)
+    # all accelerators first, then one up: the first of equals wins
+    ranked = [_decided(problem, load, assignment, accelerators, cpus)
+              for load, assignment in [splits[-1], *splits[1:-1]] if assignment is not None]
+    _, load, used, decision, moved = min(ranked, key=lambda split: split[0])
     return decision, {
         "max_load_us": load, "fits_memory_model": fits, "moved_by_repair": moved,
         "accelerators": used, "pieces": int(piece_of_group.max()) + 1,
-        "ideals": info["ideals"], "dp_seconds": seconds}
+        "ideals": info["ideals"], "dp_seconds": info["seconds"]}
 
 
 def _decided(problem: PlacementProblem, load: float, assignment: np.ndarray,

@@ -49,6 +49,19 @@ def solve_max_load(graph: CostGraph, progress=None, max_ideals: int = MAX_IDEALS
     whose load was computed), upper_bound (the best split along a topological order) and
     seconds. TooManyIdeals past `max_ideals`.
     """
+    splits, info = solve_max_load_per_accelerators(graph, 0.0, progress, max_ideals,
+                                                   counts=[graph.max_accelerators])
+    return (*splits[-1], info)
+
+
+def solve_max_load_per_accelerators(graph: CostGraph, slack: float, progress=None,
+                                    max_ideals: int = MAX_IDEALS, counts=None):
+    """([(max-load, assignment) with at most f accelerators, for f = 0 .. max_accelerators],
+    info), as solve_max_load, from one table: its row of the whole graph holds every count's
+    optimum. Each is exact where it is within `slack` of the best split along a topological
+    order with every accelerator (the DP's pruning bound, raised by `slack`), else (inf,
+    None). counts: the accelerator counts to read back (default all; the others (inf, None)).
+    """
     began = time.perf_counter()
     blocks = contract(graph)
     ideals = enumerate_ideals(blocks, max_ideals)
@@ -67,7 +80,7 @@ def solve_max_load(graph: CostGraph, progress=None, max_ideals: int = MAX_IDEALS
     back_sub = np.empty((n, n_states), np.int64)
     back_accel = np.zeros((n, n_states), np.int8)
     # Sums in another order may exceed the bound's own by an ulp: what reaches it must stay.
-    bound = upper_bound * (1.0 + 1e-9)
+    bound = (upper_bound + slack) * (1.0 + 1e-9)
     pairs, done, chunk = 0, 0, 16
     while done < n:
         high = min(n, done + chunk)
@@ -81,26 +94,34 @@ def solve_max_load(graph: CostGraph, progress=None, max_ideals: int = MAX_IDEALS
         done = high
         if progress is not None:
             progress(done, n)
+    splits = []
+    for count in range(n_accels + 1):
+        state = n_cpus * (n_accels + 1) + count          # (every CPU, `count` accelerators)
+        best = float(table[n - 1, state])
+        if not np.isfinite(best) or (counts is not None and count not in counts):
+            splits.append((INF, None))
+            continue
+        assignment = _assignment(graph, blocks, ideals, back_sub, back_accel, state)
+        load = max_load(graph, assignment)
+        assert abs(load - best) <= 1e-9 * max(1.0, load), (load, best)
+        splits.append((load, assignment))
     info = {"blocks": blocks.n_blocks, "ideals": n, "pairs": int(pairs),
-            "upper_bound": float(upper_bound)}
-    best = float(table[n - 1, n_states - 1])
-    if not np.isfinite(best):
-        info["seconds"] = time.perf_counter() - began
-        return INF, None, info
-    assignment = _assignment(graph, blocks, ideals, back_sub, back_accel)
-    load = max_load(graph, assignment)
-    assert abs(load - best) <= 1e-9 * max(1.0, load), (load, best)
-    info["seconds"] = time.perf_counter() - began
-    return load, assignment, info
+            "upper_bound": float(upper_bound), "seconds": time.perf_counter() - began}
+    return splits, info
 
 
-def solve_max_load_with_bar(graph: CostGraph, max_ideals: int = MAX_IDEALS):
-    """solve_max_load, its ideals counted on a progress bar (log.progress)."""
+def with_progress_bar(solve, graph: CostGraph, *args, **kwargs):
+    """solve(graph, ..., progress=...), its ideals counted on a progress bar (log.progress)."""
     with progress_bar(desc="dp: ideals", unit=" ideals", leave=False) as bar:
         def advance(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
-        return solve_max_load(graph, progress=advance, max_ideals=max_ideals)
+        return solve(graph, *args, progress=advance, **kwargs)
+
+
+def solve_max_load_with_bar(graph: CostGraph, max_ideals: int = MAX_IDEALS):
+    """solve_max_load, its ideals counted on a progress bar."""
+    return with_progress_bar(solve_max_load, graph, max_ideals=max_ideals)
 
 
 def _comm_tables(graph: CostGraph, blocks: Blocks):
@@ -146,12 +167,13 @@ def _scratch(blocks: Blocks, comm, n_ideals: int) -> tuple:
             np.empty(depth, np.int64), np.empty((depth, 5)))
 
 
-def _assignment(graph: CostGraph, blocks: Blocks, ideals: Ideals, back_sub, back_accel):
-    """The devices of the best split, read back along the table's choices."""
+def _assignment(graph: CostGraph, blocks: Blocks, ideals: Ideals, back_sub, back_accel,
+                state: int):
+    """The devices of the best split of the whole graph in `state` (CPUs and accelerators),
+    read back along the table's choices."""
     device = np.empty(blocks.n_blocks, np.int64)
-    n_states = back_sub.shape[1]
     width = graph.max_accelerators + 1
-    ideal, state, accel, cpu = len(ideals) - 1, n_states - 1, 0, graph.max_accelerators
+    ideal, accel, cpu = len(ideals) - 1, 0, graph.max_accelerators
     while ideal != 0:
         below, on_accel = back_sub[ideal, state], bool(back_accel[ideal, state])
         if below != ideal:
