@@ -2,16 +2,18 @@
 
     python -m measure.bench_decision_time [--graph examples:inception_v3] [--max-groups 512]
                                           [--devices 8] [--policy DIR] [--repeats 3]
+                                          [--start random|fast|single]
 
 One greedy episode of the policy (by default the shipped one) from the random start, in
 simulation with profiled op costs (profiled on `--cluster local:2`) and Placeto's K80 links,
-as `place --method placeto --start random` runs it: every move list-schedules the group's
-device rows, simulates at op level the placement with the group on each other device it may
-use, and asks the policy. Prints each run's seconds, their median, what the two parts of a
-move take, each the median of 20 calls (one simulation: an episode runs one per group and
-other device, side by side in threads; one answer of the policy: one per group), and, for
-comparison, the simulated steps of one device and of the best fast placer. Issue 16's target:
-Inception-V3 at 512 groups on 8 devices under 10 s.
+as `place --method placeto --start random` runs it (`--start fast`: as the default `place
+--method placeto` does, the fast placers deciding first, their time counted): every move
+list-schedules the group's device rows, simulates at op level the placement with the group on
+each other device it may use, and asks the policy. Prints each run's seconds, their median,
+what the two parts of a move take, each the median of 20 calls (one simulation: an episode
+runs one per group and other device, side by side in threads; one answer of the policy: one
+per group), and, for comparison, the simulated steps of one device and of the best fast
+placer. Issue 16's target: Inception-V3 at 512 groups on 8 devices under 10 s.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cluster", default="local:2", help="where the graph is profiled")
     parser.add_argument("--link", default="25:7600")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--start", default="random", help="where the episode starts "
+                        "(place's --start; its default there is fast)")
     args = parser.parse_args(argv)
 
     from tf_placeto import _quiet
@@ -56,7 +60,7 @@ def main(argv=None) -> int:
     seconds = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        devices, facts = inference.place(problem, policy, start="random")
+        devices, facts = inference.place(problem, policy, start=args.start)
         seconds.append(time.perf_counter() - start)
         print(f"zero-shot placement: {seconds[-1]:.2f} s; where the policy's episode ends "
               f"{facts['policy_step_s'] * 1e3:.1f} ms, the best on its walk "

@@ -3,6 +3,7 @@
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
+        [--imitate-greedy]
         [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--climb S]
         [--exact S] [--csv FILE]
 
@@ -22,8 +23,10 @@ the package's own, tf_placeto/policy/pretrained).
 Then, on every held-out family's models, per setting and device count, against the best
 algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
 m-topo, round-robin, random, single): the policy alone (one greedy episode from Placeto's
-random start, where it ends), the default placeto (`place --method placeto`: from the fast
-placers' best, the best placement met on the walk), and with `--climb S` / `--exact S`
+random start, where it ends), the simulator's greedy pass from the same start (each group
+to the device the simulator says is fastest: episode.SimulatedGreedy, the rule a network
+must beat), the default placeto (`place --method placeto`: from the fast placers' best, the
+best placement met on the walk), and with `--climb S` / `--exact S`
 hill_climb and the exact placer given S seconds; with the seconds each took to decide.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device), per family, and the
@@ -63,6 +66,9 @@ def main(argv=None) -> int:
     parser.add_argument("--imitate-own", type=float, default=0.0, metavar="X",
                         help="imitate the warm start's own decision within X of the best "
                              "known (train's flag)")
+    parser.add_argument("--imitate-greedy", action="store_true",
+                        help="imitate the simulator's greedy pass where it beats the warm "
+                             "start's own decision (train's flag)")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-start", default=None,
@@ -114,6 +120,7 @@ def _trained(args, held_out: list) -> str:
         graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
         out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_own=args.imitate_own,
+        imitate_greedy=args.imitate_greedy,
         embedding=args.embedding, rounds=args.rounds, warm_start=args.warm_start))
     return os.path.dirname(result.policy)
 
@@ -140,6 +147,8 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
     """The figures of one problem (the module's doc), each against the best algorithm."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
+    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
+    from tf_placeto.policy.observation import GraphView
     from tf_placeto.policy.starts import fast_start
 
     best_name, best = best_direct(problem)
@@ -149,6 +158,10 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
     alone = inference.greedy_placement(problem, chosen)
     row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
                policy_alone_devices=len(np.unique(alone.devices)))
+    start = time.perf_counter()
+    rule = greedy_walk(GraphView(problem), SimulatedGreedy())
+    row.update(simulated_greedy=rule.end_value / best,
+               simulated_greedy_s=time.perf_counter() - start)
     start = time.perf_counter()
     walk = inference.greedy_placement(problem, chosen, fast_start(problem)[1])
     row.update(placeto=walk.value / best, placeto_s=time.perf_counter() - start)
@@ -163,7 +176,8 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
 def _report(table) -> None:
     import pandas as pd
 
-    figures = [c for c in ("policy_alone", "placeto", "hill_climb", "optimal") if c in table]
+    figures = [c for c in ("policy_alone", "simulated_greedy", "placeto", "hill_climb",
+                           "optimal") if c in table]
     times = [f"{c}_s" for c in figures]
     with pd.option_context("display.width", 200, "display.max_columns", None,
                            "display.max_rows", None):

@@ -19,7 +19,7 @@ the devices the answer uses. For scale, the same for two fixed greedy rules over
 device rows: the list schedule's, each group where the rows say it would finish first,
 counting the cost of a worker task the step does not use yet (argmin of WOULD_FINISH +
 TASK_COST, specs.py), and the simulator's, each group where the simulated step is shortest
-(argmin of STEP_CHANGE), from each start; and for each algorithm alone (the best algorithm
+(episode.SimulatedGreedy), from each start; and for each algorithm alone (the best algorithm
 is the best of them on each problem). Last, each figure's geometric mean by graph family.
 A zero-shot placement needs no training: this takes minutes, where measure.bench_placeto's
 per-graph training takes most of an hour. With `--climb S`, also the decision that
@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     from tf_placeto.measure.costs.costmodel import Link
     from tf_placeto.measure.runtimes.runtime import open_runtime
     from tf_placeto.policy import inference, specs
+    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
+    from tf_placeto.policy.observation import GraphView
     from tf_placeto.policy.starts import best_known, fast_start
     from tf_placeto.workload import load_workload
 
@@ -105,8 +107,8 @@ def main(argv=None) -> int:
                 row[f"zero_shot_{kind}_vs_algorithm"] = walk.value / best_us
                 row[f"walk_end_{kind}_vs_algorithm"] = walk.end_value / best_us
                 row[f"zero_shot_{kind}_devices"] = len(np.unique(walk.devices))
-                row[f"simulated_rule_{kind}_vs_algorithm"] = _rule_walk(
-                    problem, [specs.STEP_CHANGE], initial) / best_us
+                row[f"simulated_rule_{kind}_vs_algorithm"] = greedy_walk(
+                    GraphView(problem, initial), SimulatedGreedy()).end_value / best_us
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items() if k[:-len("_vs_algorithm")] not in steps))

@@ -59,10 +59,13 @@ def test_the_corpus_trains_with_no_runtime_and_leaves_a_family_out(tmp_path, mon
 def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_path):
     """imitate_own: a problem's lesson is the warm-started network's own greedy decision
     wherever that simulates within the factor of the best known decision, and the best known
-    elsewhere; its greedy decision is where the exported policy's greedy episode ends."""
+    elsewhere; its greedy decision is where the exported policy's greedy episode ends. With
+    imitate_greedy, the simulator's greedy pass is the lesson where it ends faster."""
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
     from tf_placeto.policy.inference import greedy_placement
     from tf_placeto.policy.objective import Objective
+    from tf_placeto.policy.observation import GraphView
     from tf_placeto.policy.starts import best_known
 
     corpus = dict(graphs=["corpus:lookup"], counts=[2, 4], settings=["k80", "cluster"],
@@ -80,8 +83,20 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
         close = sum(own <= within * known for own, known in zip(own_us, known_us))
         assert taught.get("own", 0) == close and sum(taught.values()) == len(posed)
     assert taught == {"own": len(posed)}
+    # a second teacher: the simulator's greedy pass, where it ends faster than the network
+    greedy_us = [greedy_walk(GraphView(problem), SimulatedGreedy()).end_value
+                 for problem in posed]
+    result = tp.train(tp.TrainingPlan(out=str(tmp_path / "two"), steps=0, imitate=1,
+                                      imitate_own=1e9, imitate_greedy=True, warm_start=warm,
+                                      **corpus))
+    faster = sum(greedy < own for greedy, own in zip(greedy_us, own_us))
+    assert faster > 0                   # the lookup model's K80 problems: the rule is faster
+    assert result.log["imitation"][0]["taught"] == {
+        name: count for name, count in (("simulated_greedy", faster),
+                                        ("own", len(posed) - faster)) if count}
     for bad, message in ((dict(imitate_own=0.9, warm_start=warm), "at least 1"),
                          (dict(imitate_own=1.1), "give --warm-start"),
+                         (dict(imitate_greedy=True, warm_start=warm), "give --imitate-own"),
                          (dict(imitate_own=1.1, warm_start=warm, imitate=0, steps=1),
                           "give --imitate or --keep-imitating")):
         plan = tp.TrainingPlan(out=str(tmp_path / "refused"), **{"imitate": 1, **corpus, **bad})

@@ -26,8 +26,10 @@ from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
-from tf_placeto.policy.inference import greedy_placement, loaded_policy
+from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
+from tf_placeto.policy.inference import loaded_policy
 from tf_placeto.policy.objective import Objective
+from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
 from tf_placeto.policy.starts import best_known, initial_placement
 from tf_placeto.settings import Target
@@ -60,6 +62,7 @@ class TrainingPlan:
     imitate_exact: float = 0.0           # seconds the exact placer may take per problem
     imitate_own: float = 0.0             # keep the warm start's own decision within this
     #                                      factor of the best known (0: not asked)
+    imitate_greedy: bool = False         # and the simulator's greedy pass's, where faster
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)
@@ -181,6 +184,9 @@ def _check(plan: TrainingPlan) -> None:
     if plan.imitate_own and not plan.warm_start:
         raise InputError("--imitate-own keeps what a trained network decides: give "
                          "--warm-start too")
+    if plan.imitate_greedy and not plan.imitate_own:
+        raise InputError("--imitate-greedy offers a second teacher to --imitate-own: give "
+                         "--imitate-own X too")
     for flag in ("imitate_climb", "imitate_exact", "imitate_own"):
         if getattr(plan, flag) and not (plan.imitate or plan.keep_imitating):
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
@@ -206,23 +212,22 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
     if not imitating and not (plan.keep_imitating
                               and trainer.iterations_done < plan.steps + plan.real_steps):
         return
-    taught, own = None, None
+    taught, teachers = None, None
     if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb or plan.imitate_own):
         lessons = initial
     else:
         shown = progress(problems, desc="decisions to imitate", unit="problem")
         known = [best_known(problem, plan.imitate_exact, plan.imitate_climb,
                             fast=fast[i] if fast else None) for i, problem in enumerate(shown)]
+        teachers = [None] * len(known)
         if plan.imitate_own:
-            known = _own_where_close(problems, initial, known, plan.warm_start,
-                                     plan.imitate_own)
+            known, teachers = _followed_where_close(problems, initial, known, plan)
         lessons = [devices for _, devices in known] * len(kinds)
-        own = [name == "own" for name, _ in known] * len(kinds)
+        teachers = teachers * len(kinds)
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
             f"{name} ({count} problems)" for name, count in taught.items()))
-    trainer.demonstrate(lessons, teacher=loaded_policy(plan.warm_start) if plan.imitate_own
-                        else None, followed=own)
+    trainer.demonstrate(lessons, teachers=teachers)
     if imitating:
         with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
@@ -232,22 +237,32 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
             trainer.imitate(lessons, plan.imitate, progress=imitated, taught=taught)
 
 
-def _own_where_close(problems: list, initial: list, known: list, warm_start: str,
-                     within: float) -> list:
-    """`known`, (name, decision) per problem, with the warm start's own decision (its greedy
-    episode from the problem's first start, `initial`) in place of the best known wherever
-    it simulates within `within` times it, named "own". Imitation then follows the warm
-    start's own moves on those problems, holding it where it is, and corrects it elsewhere:
+def _followed_where_close(problems: list, initial: list, known: list,
+                          plan: TrainingPlan) -> tuple:
+    """(`known`, (name, decision) per problem, with a teacher's decision in place of the best
+    known wherever it simulates within `plan.imitate_own` times it; per problem that teacher,
+    or None). The teachers, each in one greedy episode from the problem's first start
+    (`initial`): the warm start's exported policy ("own") and, with `plan.imitate_greedy`,
+    episode.SimulatedGreedy ("simulated_greedy"), the faster of the two. Imitation then
+    follows the teacher's moves on those problems and corrects the network elsewhere:
     teaching every problem another placer's whole decision costs a warm start what it knew
     (docs/results/generalisation.md)."""
-    kept = []
+    offered = [("own", loaded_policy(plan.warm_start))]
+    if plan.imitate_greedy:
+        offered.append(("simulated_greedy", SimulatedGreedy()))
+    kept, teachers = [], []
     for problem, start, (name, devices) in progress(list(zip(problems, initial, known)),
-                                                    desc="own decisions", unit="problem"):
-        own = greedy_placement(problem, warm_start, start)
-        if own.end_value <= within * Objective(problem)(devices)[0]:
-            name, devices = "own", problem.canonical(own.end_devices)
+                                                    desc="teachers' decisions", unit="problem"):
+        view = GraphView(problem, start)
+        walks = [(greedy_walk(view, teacher), label, teacher) for label, teacher in offered]
+        walk, label, teacher = min(walks, key=lambda walked: walked[0].end_value)
+        if walk.end_value <= plan.imitate_own * Objective(problem)(devices)[0]:
+            name, devices = label, problem.canonical(walk.end_devices)
+        else:
+            teacher = None
         kept.append((name, devices))
-    return kept
+        teachers.append(teacher)
+    return kept, teachers
 
 
 def _iterate(trainer, iterations: int, episodes: int, unit: str, real=None) -> None:

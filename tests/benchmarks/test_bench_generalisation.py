@@ -18,6 +18,7 @@ def test_the_shipped_policies_are_judged_on_a_family_without_training(tmp_path, 
         ["lookup", "k80", 2], ["lookup", "cluster", 2]]
     assert (rows["placeto"] <= 1.0).all()          # the best met on a walk from the fast start
     assert (rows["policy_alone"] > 0).all() and (rows["policy_alone_s"] > 0).all()
+    assert (rows["simulated_greedy"] > 0).all() and (rows["simulated_greedy_s"] > 0).all()
     assert set(rows["best_algorithm"]) <= set(bench_generalisation.DIRECT)
     out = capsys.readouterr().out
     assert "the policy alone over 2 problems of 1 unseen families: geometric mean" in out

@@ -1,10 +1,11 @@
-"""Episodes and their observations: devices a group cannot use are masked and refused."""
+"""Episodes and their observations: devices a group cannot use are masked and refused; the
+simulator's greedy rule."""
 
 import dataclasses
 
 import numpy as np
 
-from tf_placeto.policy.episode import Episode
+from tf_placeto.policy.episode import Episode, SimulatedGreedy, greedy_walk
 from tf_placeto.policy.observation import GraphView
 
 
@@ -17,3 +18,21 @@ def test_devices_that_are_absent_or_lack_a_kernel_are_masked(policy_problems):
     before = episode.devices[0]
     episode.move(1)                                 # refused: stays where it was
     assert episode.devices[0] == before
+
+
+def test_the_simulated_greedy_rule_takes_the_fastest_simulated_device(policy_problems):
+    """SimulatedGreedy moves each group where the simulator says the step is least (staying
+    put where nothing is faster): each move's objective is the least of the group's row."""
+    problem = policy_problems[1]
+    episode = Episode(GraphView(problem))
+    while not episode.done:
+        offered = {device: value for device, (value, _) in episode._offers.items()}
+        here = int(episode.devices[episode.position])
+        chosen = SimulatedGreedy.action(episode.observation(), first=episode.position == 0)
+        assert offered[chosen] == min(offered.values())
+        if offered[here] == min(offered.values()):
+            assert chosen == here
+        assert episode.move(chosen) >= 0        # the objective never rises
+    walked = greedy_walk(GraphView(problem), SimulatedGreedy())
+    assert walked.end_value == episode.value
+    np.testing.assert_array_equal(walked.end_devices, episode.devices)

@@ -43,7 +43,7 @@ def test_demonstrations_walk_through_the_decision_from_random_fast_and_single_st
 
 
 def test_demonstrations_can_follow_a_teacher_from_every_start(policy_problems):
-    """Where a problem is `followed`, its episodes make the teacher's moves and those are the
+    """Where a problem has a teacher, its episodes make the teacher's moves and those are the
     right devices; the others still walk to their decision."""
     problem = policy_problems[0]
     last = problem.n_devices - 1
@@ -55,7 +55,7 @@ def test_demonstrations_can_follow_a_teacher_from_every_start(policy_problems):
 
     decision = methods.place("m_etf", problem).group_devices
     recorded = Demonstrations.record([problem, problem], [decision, decision], starts=2,
-                                     teacher=LastDevice(), followed=[True, False])
+                                     teachers=[LastDevice(), None])
     n = problem.n_groups
     followed = recorded.targets[0]
     assert followed.shape == (4 * n, problem.n_devices)

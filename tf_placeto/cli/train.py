@@ -81,6 +81,11 @@ def add_parser(subparsers) -> None:
                              "slower), imitation follows DIR's own moves instead, so that "
                              "the network is corrected only where DIR falls short (default: "
                              "not asked)")
+    parser.add_argument("--imitate-greedy", action="store_true",
+                        help="with --imitate-own X: where the simulator's greedy pass (each "
+                             "group to the device the simulator says is fastest) ends faster "
+                             "than DIR's own decision, and within X times the best known, "
+                             "imitation follows that pass instead")
     parser.add_argument("--real-steps", metavar="N", type=count(0),
                         default=TrainingPlan.real_steps,
                         help="after the simulated iterations, N more on each graph on the "
@@ -125,7 +130,7 @@ def run(args) -> int:
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, imitate_own=args.imitate_own,
-        real_steps=args.real_steps,
+        imitate_greedy=args.imitate_greedy, real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
         warm_start=args.warm_start, starts=args.start,
         seed=args.seed), target_of(args))

@@ -10,7 +10,9 @@ what the observation's device rows come from, together with the simulator's answ
 device (the placement with the current group moved there), so the move then costs no
 simulation of its own. Every placement simulated is an evaluation (GraphView.moves).
 `greedy_walk` runs one greedy episode of a policy: the exported one when placing
-(inference.py), the network being trained when training judges it (training.py).
+(inference.py), the network being trained when training judges it (training.py), or
+`SimulatedGreedy`, the rule that takes whichever device the simulator says is fastest, which
+imitation may teach (training_api.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tf_placeto.policy import specs
 from tf_placeto.policy.candidates import Candidates, add_simulated
 from tf_placeto.policy.observation import GraphView
 
@@ -108,6 +111,21 @@ class GreedyWalk(NamedTuple):
     objectives: np.ndarray
     end_value: float
     end_devices: np.ndarray
+
+
+class SimulatedGreedy:
+    """A rule, not a network, answering as a policy does: each group to the device where the
+    simulated step with it there is least (the observation's rows hold that for every
+    device), staying put where no device is faster. On one machine's devices one such pass
+    from the random start ends a few percent behind the best algorithm, as the shipped
+    network does; on a cluster's tasks, far behind it (docs/results/generalisation.md)."""
+
+    @staticmethod
+    def action(observation: dict, first: bool) -> int:
+        rows = observation["candidates"]
+        change = np.where(observation["device_mask"] > 0, rows[:, specs.STEP_CHANGE], np.inf)
+        here = int(rows[:, specs.SITS_THERE].argmax())
+        return here if change[here] <= change.min() else int(change.argmin())
 
 
 def greedy_walk(view: GraphView, policy) -> GreedyWalk:

@@ -61,17 +61,18 @@ class Demonstrations:
 
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
-               starts: int = 2, seed: int = 0, shown: bool = True, teacher=None,
-               followed: Sequence[bool] = None) -> "Demonstrations":
+               starts: int = 2, seed: int = 0, shown: bool = True,
+               teachers: Sequence = None) -> "Demonstrations":
         """Per problem, episodes that move each group to its device in the (canonical)
         decision: from `starts` random starts, from the decision itself and from every group
         on one device drawn at random (where it may), so that the network also sees the
         placements that `--start fast` and `--start single` begin from: a network shown only
-        random starts learns to leave a device that holds everything. Where `followed` says
-        so, the episodes from those starts follow `teacher` instead (a policy answering
-        action(observation, first), such as agent.GreedyActor): each move is to its likeliest
-        device, which is the right one, so a network learns what the teacher does from each
-        start, not one decision it reached from one. shown: with a progress bar (on a
+        random starts learns to leave a device that holds everything. Where a problem has a
+        teacher in `teachers` (one per problem, None where the decision is the lesson), the
+        episodes from those starts follow it instead (a policy answering action(observation,
+        first), such as agent.GreedyActor or episode.SimulatedGreedy): each move is the
+        teacher's, which is the right one, so a network learns what the teacher does from
+        each start, not one decision it reached from one. shown: with a progress bar (on a
         terminal)."""
         stacked, demonstrated, canonicals = [], [], []
         lessons = list(zip(problems, decisions))
@@ -85,14 +86,14 @@ class Demonstrations:
             one_device = start_placement(problem, seed + 1000 * index + starts)
             device = np.random.default_rng([seed, index]).integers(problem.n_devices)
             one_device[problem.allowed[:, device]] = device
-            follows = followed is not None and followed[index]
+            teacher = teachers[index] if teachers is not None else None
             one_hot = np.eye(problem.n_devices, dtype=np.float32)
             observations, targets = [], []
             for start in walks + [canonical, one_device]:
                 episode = Episode(view, start)
                 while not episode.done:
                     observations.append(episode.observation())
-                    if follows:
+                    if teacher is not None:
                         moved = teacher.action(observations[-1], first=episode.position == 0)
                         targets.append(one_hot[moved])
                     else:

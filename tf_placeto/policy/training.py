@@ -144,20 +144,20 @@ class Trainer:
         PPO advances once per epoch of each iteration."""
         return len(self.history)
 
-    def demonstrate(self, decisions: Sequence, starts: int = 2, teacher=None,
-                    followed: Sequence[bool] = None) -> None:
+    def demonstrate(self, decisions: Sequence, starts: int = 2,
+                    teachers: Sequence = None) -> None:
         """Record what imitation teaches: each group moved to its device in `decisions` (one
         per problem; imitation.py: walks from `starts` random starts, the decision and one
-        device), or, where `followed` says so, `teacher`'s greedy moves from those starts
-        (Demonstrations.record). A problem posed from several starts is recorded once."""
+        device), or, where `teachers` (one per problem, or None) has one, that teacher's
+        moves from those starts (Demonstrations.record). A problem posed from several starts
+        is recorded once."""
         lessons = {}
         for index, (problem, decision) in enumerate(zip(self.problems, decisions)):
             lessons.setdefault(id(problem), (problem, decision,
-                                             bool(followed and followed[index])))
-        problems, decisions, follows = zip(*lessons.values())
+                                             teachers[index] if teachers else None))
+        problems, decisions, taught_by = zip(*lessons.values())
         self.demonstrations = Demonstrations.record(problems, decisions, starts,
-                                                    seed=self.config.seed, teacher=teacher,
-                                                    followed=follows)
+                                                    seed=self.config.seed, teachers=taught_by)
         index = {key: i for i, key in enumerate(lessons)}
         self._lesson = [index[id(problem)] for problem in self.problems]
         taught_us = [Objective(problem)(np.asarray(decision))[0]

@@ -1,9 +1,9 @@
 """Placeto: the learned graph-embedding policy places the groups (tf_placeto.policy).
 
-Options: `policy`, a directory written by `tf-placeto train` (default: the policy shipped with
-the package for the problem's devices, one machine's or a cluster's tasks); `budget`, iterations of fine-tuning on this graph, each episode walking on
-from where the one before ended (0: one greedy episode, zero-shot; AUTO_BUDGET within method
-auto); `start`, where the first episodes start: "fast" (the best
+Options: `policy`, a directory written by `tf-placeto train` (default: the one network
+shipped with the package, for any devices); `budget`, iterations of fine-tuning on this graph,
+each episode walking on from where the one before ended (0: one greedy episode, zero-shot;
+AUTO_BUDGET within method auto); `start`, where the first episodes start: "fast" (the best
 decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
 "single" (every group on the best device).
 The policy places the problem as it is: any number of groups, on any number of devices.
@@ -30,7 +30,7 @@ PLACER = PlacerSpec(
     options=(
         Option("--policy", "policy", metavar="DIR",
                help="a policy trained with `tf-placeto train` (default: the one shipped with "
-                    "the package for the devices: one machine's, or a cluster's tasks)"),
+                    "the package, for any devices)"),
         Option("--budget", "budget", int, 0, metavar="N", least=0, auto=AUTO_BUDGET, quick=0,
                help="iterations of fine-tuning on the graph, each episode walking on from "
                     "where the one before ended; 0: one greedy episode, zero-shot"),
