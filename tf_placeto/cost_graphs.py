@@ -30,7 +30,7 @@ from tf_placeto.graph.cost_graph import (CostGraph, device_names, expert_file,
 from tf_placeto.placers.contiguous import baselines
 from tf_placeto.placers.contiguous.accounting import device_loads, infeasibility, latency
 from tf_placeto.placers.contiguous.as_problem import placement_problem
-from tf_placeto.placers.contiguous.dp import solve_max_load_with_bar
+from tf_placeto.placers.contiguous.dp import solve_max_load, with_progress_bar
 from tf_placeto.placers.contiguous.ideals import MAX_IDEALS
 from tf_placeto.placers.contiguous.program import (solve_latency_program,
                                                    solve_max_load_program)
@@ -68,7 +68,7 @@ class CostGraphMethod:
 
 def _dp(graph: CostGraph, request: Request) -> tuple:
     max_ideals = (request.options or {}).get("max_ideals") or MAX_IDEALS
-    _, assignment, info = solve_max_load_with_bar(graph, max_ideals)
+    _, assignment, info = with_progress_bar(solve_max_load, graph, max_ideals=max_ideals)
     return assignment, info
 
 

@@ -119,11 +119,6 @@ def with_progress_bar(solve, graph: CostGraph, *args, **kwargs):
         return solve(graph, *args, progress=advance, **kwargs)
 
 
-def solve_max_load_with_bar(graph: CostGraph, max_ideals: int = MAX_IDEALS):
-    """solve_max_load, its ideals counted on a progress bar."""
-    return with_progress_bar(solve_max_load, graph, max_ideals=max_ideals)
-
-
 def _comm_tables(graph: CostGraph, blocks: Blocks):
     """Who pays for crossings, per block: each node with a cost and readers in other blocks
     (its cost, its block, how many blocks read it), the nodes each block holds (members)
