@@ -155,11 +155,12 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
     chosen = inference.pretrained_policy() if policy == SHIPPED else policy
     row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
     start = time.perf_counter()
-    alone = inference.greedy_placement(problem, chosen)
+    random_start = GraphView(problem)         # the policy and the rule walk from one start
+    alone = greedy_walk(random_start, inference.loaded_policy(chosen))
     row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
-               policy_alone_devices=len(np.unique(alone.devices)))
+               policy_alone_devices=len(np.unique(alone.end_devices)))
     start = time.perf_counter()
-    rule = greedy_walk(GraphView(problem), SimulatedGreedy())
+    rule = greedy_walk(random_start, SimulatedGreedy())
     row.update(simulated_greedy=rule.end_value / best,
                simulated_greedy_s=time.perf_counter() - start)
     start = time.perf_counter()

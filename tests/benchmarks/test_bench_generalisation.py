@@ -32,6 +32,18 @@ def test_the_shipped_policies_are_judged_on_a_family_without_training(tmp_path, 
     assert not (tmp_path / "folds").exists()           # nothing trained
 
 
+def test_the_policy_alone_is_where_its_episode_ends():
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy import inference
+
+    # on this problem the best point of the walk holds 6 devices and the episode's end 5
+    [posed] = corpus_problems(load_profiles(families=["lookup"]), ["k80"], [8])
+    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
+    walk = inference.greedy_placement(posed.problem, inference.pretrained_policy())
+    assert row["policy_alone"] == pytest.approx(walk.end_value / (row["best_algorithm_ms"] * 1e3))
+    assert row["policy_alone_devices"] == len(set(walk.end_devices.tolist()))
+
+
 def test_an_unknown_family_is_refused_before_any_training(tmp_path):
     with pytest.raises(InputError, match="no family nonesuch"):
         bench_generalisation.main(["--out", str(tmp_path), "--held-out", "nonesuch"])
