@@ -4,8 +4,8 @@
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
         [--imitate-greedy]
-        [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--climb S]
-        [--exact S] [--csv FILE]
+        [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--budget N]
+        [--climb S] [--exact S] [--csv FILE]
 
 Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
 families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
@@ -26,8 +26,10 @@ m-topo, round-robin, random, single): the policy alone (one greedy episode from 
 random start, where it ends), the simulator's greedy pass from the same start (each group
 to the device the simulator says is fastest: episode.SimulatedGreedy, the rule a network
 must beat), the default placeto (`place --method placeto`: from the fast placers' best, the
-best placement met on the walk), and with `--climb S` / `--exact S`
-hill_climb and the exact placer given S seconds; with the seconds each took to decide.
+best placement met on the walk; with `--budget N`, fine-tuned N iterations on the problem
+from there, as `place --method placeto --budget N`), and with `--climb S` / `--exact S`
+hill_climb and the exact placer given S seconds; with the seconds each took to decide (and
+the placements the default placeto simulated).
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device), per family, and the
 issue's figure: over all rows, the policy alone's geometric mean and its worst row.
@@ -75,6 +77,8 @@ def main(argv=None) -> int:
                         help="each fold starts from this policy's weights (default: new)")
     parser.add_argument("--policy", default=None,
                         help=f"judge this policy (or '{SHIPPED}') and train nothing")
+    parser.add_argument("--budget", type=int, default=0, metavar="N",
+                        help="the placeto column fine-tuned N iterations per problem")
     parser.add_argument("--climb", type=float, default=0.0, metavar="S",
                         help="also hill_climb, S seconds per problem")
     parser.add_argument("--exact", type=float, default=0.0, metavar="S",
@@ -97,7 +101,8 @@ def main(argv=None) -> int:
         policy = args.policy or _trained(args, held_out)
         problems = corpus_problems(load_profiles(families=held_out), args.settings, args.counts)
         for posed in problems:
-            row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact)}
+            row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact,
+                                              budget=args.budget)}
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items()))
@@ -143,7 +148,7 @@ def best_direct(problem) -> tuple:
     return name, steps[name]
 
 
-def _judged(problem, policy: str, climb: float, exact: float) -> dict:
+def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0) -> dict:
     """The figures of one problem (the module's doc), each against the best algorithm."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
@@ -164,8 +169,14 @@ def _judged(problem, policy: str, climb: float, exact: float) -> dict:
     row.update(simulated_greedy=rule.end_value / best,
                simulated_greedy_s=time.perf_counter() - start)
     start = time.perf_counter()
-    walk = inference.greedy_placement(problem, chosen, fast_start(problem)[1])
-    row.update(placeto=walk.value / best, placeto_s=time.perf_counter() - start)
+    initial = fast_start(problem)[1]
+    walk = inference.greedy_placement(problem, chosen, initial)
+    value, evaluated = walk.value, walk.objectives
+    if budget > 0:
+        _, value, evaluated = inference.fine_tuned_placement(problem, chosen, budget,
+                                                             initial=initial, greedy=walk)
+    row.update(placeto=value / best, placeto_s=time.perf_counter() - start,
+               placeto_evaluations=len(evaluated))
     for name, seconds in (("hill_climb", climb), ("optimal", exact)):
         if seconds > 0:
             decided = methods.place(name, problem, time_limit=seconds)

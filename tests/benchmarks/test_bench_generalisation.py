@@ -44,6 +44,18 @@ def test_the_policy_alone_is_where_its_episode_ends():
     assert row["policy_alone_devices"] == len(set(walk.end_devices.tolist()))
 
 
+def test_a_budget_fine_tunes_the_default_placeto_from_its_walk():
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+
+    [posed] = corpus_problems(load_profiles(families=["lookup"]), ["k80"], [2])
+    walked = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
+    tuned = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                         budget=2)
+    assert tuned["policy_alone"] == walked["policy_alone"]      # the budget is placeto's only
+    assert tuned["placeto"] <= walked["placeto"]      # the walk's best, or better if tuned
+    assert tuned["placeto_evaluations"] > walked["placeto_evaluations"] > 1
+
+
 def test_an_unknown_family_is_refused_before_any_training(tmp_path):
     with pytest.raises(InputError, match="no family nonesuch"):
         bench_generalisation.main(["--out", str(tmp_path), "--held-out", "nonesuch"])
