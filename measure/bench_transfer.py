@@ -93,8 +93,8 @@ def main(argv=None) -> int:
             row = {"graph": graph, "devices": n, "best_algorithm": best_name,
                    "best_algorithm_ms": best_us / 1e3,
                    **{f"{name}_vs_algorithm": us / best_us for name, us in steps.items()},
-                   "rule_vs_algorithm": _rule_walk(
-                       problem, [specs.WOULD_FINISH, specs.TASK_COST]) / best_us}
+                   "rule_vs_algorithm": greedy_walk(GraphView(problem), ColumnsRule(
+                       [specs.WOULD_FINISH, specs.TASK_COST])).end_value / best_us}
             if args.climb > 0:
                 _, taught = best_known(problem, climb_seconds=args.climb, fast=fast)
                 climbed_us = problem.simulate(taught).step_time_us
@@ -103,12 +103,13 @@ def main(argv=None) -> int:
                 row["best_climb_vs_algorithm"] = min(climbed_us, _other_climbs(
                     problem, args.climb, args.climb_starts, climbed=fast[1])) / best_us
             for kind, initial in (("random", None), ("fast", fast[1])):
-                walk = inference.greedy_placement(problem, policy, initial)
+                view = GraphView(problem, initial)      # the policy and the rule's start
+                walk = greedy_walk(view, inference.loaded_policy(policy))
                 row[f"zero_shot_{kind}_vs_algorithm"] = walk.value / best_us
                 row[f"walk_end_{kind}_vs_algorithm"] = walk.end_value / best_us
                 row[f"zero_shot_{kind}_devices"] = len(np.unique(walk.devices))
                 row[f"simulated_rule_{kind}_vs_algorithm"] = greedy_walk(
-                    GraphView(problem, initial), SimulatedGreedy()).end_value / best_us
+                    view, SimulatedGreedy()).end_value / best_us
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items() if k[:-len("_vs_algorithm")] not in steps))
@@ -164,19 +165,16 @@ def _other_climbs(problem, seconds: float, random_starts: int, climbed) -> float
         problem, devices, time.monotonic() + seconds)[0]).step_time_us for devices in starts)
 
 
-def _rule_walk(problem, columns, initial=None) -> float:
-    """The objective where one episode of a greedy rule ends from `initial` (default: a
-    random start): each group on the device whose row's `columns` (specs.py) sum least
-    (module docstring)."""
-    from tf_placeto.policy.episode import Episode
-    from tf_placeto.policy.observation import GraphView
+class ColumnsRule:
+    """A fixed greedy rule answering as a policy does: each group on the device whose row's
+    `columns` (specs.py) sum least (module docstring)."""
 
-    episode = Episode(GraphView(problem, initial))
-    while not episode.done:
-        observation = episode.observation()
-        scores = observation["candidates"][:, columns].sum(axis=1)
-        episode.move(int(np.argmin(np.where(observation["device_mask"] > 0, scores, np.inf))))
-    return episode.value
+    def __init__(self, columns):
+        self.columns = columns
+
+    def action(self, observation: dict, first: bool) -> int:
+        scores = observation["candidates"][:, self.columns].sum(axis=1)
+        return int(np.argmin(np.where(observation["device_mask"] > 0, scores, np.inf)))
 
 
 def _against(ratios) -> str:

@@ -28,7 +28,6 @@ from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting)
 from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
 from tf_placeto.policy.inference import loaded_policy
-from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
 from tf_placeto.policy.starts import best_known, initial_placement
@@ -256,7 +255,7 @@ def _followed_where_close(problems: list, initial: list, known: list,
         view = GraphView(problem, start)
         walks = [(greedy_walk(view, teacher), label, teacher) for label, teacher in offered]
         walk, label, teacher = min(walks, key=lambda walked: walked[0].end_value)
-        if walk.end_value <= plan.imitate_own * Objective(problem)(devices)[0]:
+        if walk.end_value <= plan.imitate_own * view.objective(devices)[0]:
             name, devices = label, problem.canonical(walk.end_devices)
         else:
             teacher = None
