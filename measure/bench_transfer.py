@@ -15,7 +15,7 @@ fast placers, which it improves).
 Prints the table, then per start, against the best algorithm: where the walk ends (the policy
 alone, what issue 16 judges) and the best placement met on the walk (what `place` answers),
 each as a geometric mean with how many problems are within 10% and how many are faster, and
-the devices the answer uses. For scale, the same for two fixed greedy rules over the policy's
+the devices each uses. For scale, the same for two fixed greedy rules over the policy's
 device rows: the list schedule's, each group where the rows say it would finish first,
 counting the cost of a worker task the step does not use yet (argmin of WOULD_FINISH +
 TASK_COST, specs.py), and the simulator's, each group where the simulated step is shortest
@@ -108,6 +108,7 @@ def main(argv=None) -> int:
                 row[f"zero_shot_{kind}_vs_algorithm"] = walk.value / best_us
                 row[f"walk_end_{kind}_vs_algorithm"] = walk.end_value / best_us
                 row[f"zero_shot_{kind}_devices"] = len(np.unique(walk.devices))
+                row[f"walk_end_{kind}_devices"] = len(np.unique(walk.end_devices))
                 row[f"simulated_rule_{kind}_vs_algorithm"] = greedy_walk(
                     view, SimulatedGreedy()).end_value / best_us
             rows.append(row)
@@ -118,12 +119,12 @@ def main(argv=None) -> int:
         print(table.drop(columns=[f"{name}_vs_algorithm" for name in steps]).to_string(
             index=False, float_format=lambda v: f"{v:.3f}"))     # each algorithm's: the CSV
     for kind in ("random", "fast"):
-        used = table[f"zero_shot_{kind}_devices"]
         print(f"from the {kind} start against the best algorithm, {len(table)} unseen problems: "
               f"where the walk ends (the policy alone) "
-              f"{_against(table[f'walk_end_{kind}_vs_algorithm'])}; the best on the walk "
-              f"{_against(table[f'zero_shot_{kind}_vs_algorithm'])}, on "
-              f"{used.mean():.2f} devices on average, one on {int((used == 1).sum())}")
+              f"{_against(table[f'walk_end_{kind}_vs_algorithm'])}, "
+              f"{_devices_used(table[f'walk_end_{kind}_devices'])}; the best on the walk "
+              f"{_against(table[f'zero_shot_{kind}_vs_algorithm'])}, "
+              f"{_devices_used(table[f'zero_shot_{kind}_devices'])}")
     print(f"the list schedule's greedy rule against the best algorithm (the same from any "
           f"start: the columns it reads come from the groups visited): "
           f"{_against(table['rule_vs_algorithm'])}")
@@ -181,6 +182,11 @@ def _against(ratios) -> str:
     """Ratios to the best algorithm in a few words: geometric mean, within 10%, faster."""
     return (f"{np.exp(np.log(ratios).mean()):.3f}x (within 10%: {int((ratios <= 1.1).sum())}, "
             f"faster: {int((ratios < 1.0).sum())})")
+
+
+def _devices_used(used) -> str:
+    """How many devices the placements use, in a few words."""
+    return f"on {used.mean():.2f} devices on average, one on {int((used == 1).sum())}"
 
 
 if __name__ == "__main__":

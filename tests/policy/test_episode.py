@@ -24,10 +24,15 @@ def test_the_simulated_greedy_rule_takes_the_fastest_simulated_device(policy_pro
     """SimulatedGreedy moves each group where the simulator says the step is least (staying
     put where nothing is faster): each move's objective is the least of the group's row."""
     problem = policy_problems[1]
-    episode = Episode(GraphView(problem))
+    view = GraphView(problem)
+    episode = Episode(view)
     while not episode.done:
-        offered = {device: value for device, (value, _) in episode._offers.items()}
-        here = int(episode.devices[episode.position])
+        group, here = episode.position, int(episode.devices[episode.position])
+        offered = {}
+        for device in np.flatnonzero(problem.allowed[group]):
+            moved = episode.devices.copy()
+            moved[group] = device
+            offered[int(device)] = view.objective(moved)[0]
         chosen = SimulatedGreedy.action(episode.observation(), first=episode.position == 0)
         assert offered[chosen] == min(offered.values())
         if offered[here] == min(offered.values()):
