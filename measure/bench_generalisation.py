@@ -3,9 +3,9 @@
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
-        [--imitate-greedy]
-        [--embedding D] [--rounds R] [--warm-start DIR] [--policy DIR] [--budget N]
-        [--climb S] [--exact S] [--csv FILE]
+        [--imitate-greedy] [--dagger]
+        [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
+        [--climb S] [--exact S] [--judge held-out|trained] [--csv FILE]
 
 Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
 families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
@@ -30,6 +30,8 @@ best placement met on the walk; with `--budget N`, fine-tuned N iterations on th
 from there, as `place --method placeto --budget N`), and with `--climb S` / `--exact S`
 hill_climb and the exact placer given S seconds; with the seconds each took to decide (and
 the placements the default placeto simulated).
+With `--judge trained`, the same figures on the fold's own training problems instead: how
+well the network learned what it was taught, apart from how it carries to new families.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device), per family, and the
 issue's figure: over all rows, the policy alone's geometric mean and its worst row.
@@ -71,10 +73,14 @@ def main(argv=None) -> int:
     parser.add_argument("--imitate-greedy", action="store_true",
                         help="imitate the simulator's greedy pass where it beats the warm "
                              "start's own decision (train's flag)")
+    parser.add_argument("--dagger", action="store_true",
+                        help="teach the lessons along the network's own walks too (train's "
+                             "flag)")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--warm-start", default=None,
-                        help="each fold starts from this policy's weights (default: new)")
+    parser.add_argument("--warm-start", default=None, nargs="+", metavar="DIR",
+                        help="each fold starts from this policy's weights, or the mean of "
+                             "several's (train's flag; default: new)")
     parser.add_argument("--policy", default=None,
                         help=f"judge this policy (or '{SHIPPED}') and train nothing")
     parser.add_argument("--budget", type=int, default=0, metavar="N",
@@ -83,6 +89,10 @@ def main(argv=None) -> int:
                         help="also hill_climb, S seconds per problem")
     parser.add_argument("--exact", type=float, default=0.0, metavar="S",
                         help="also the exact placer, S seconds per problem")
+    parser.add_argument("--judge", choices=("held-out", "trained"), default="held-out",
+                        help="judge the held-out families' problems (the default: zero-shot) "
+                             "or the fold's own training problems (how well the network "
+                             "learned what it was taught)")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -99,7 +109,9 @@ def main(argv=None) -> int:
     rows = []
     for held_out in folds:
         policy = args.policy or _trained(args, held_out)
-        problems = corpus_problems(load_profiles(families=held_out), args.settings, args.counts)
+        judged = (load_profiles(families=held_out) if args.judge == "held-out"
+                  else load_profiles(without=held_out))
+        problems = corpus_problems(judged, args.settings, args.counts)
         for posed in problems:
             row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact,
                                               budget=args.budget)}
@@ -109,7 +121,7 @@ def main(argv=None) -> int:
     table = pd.DataFrame(rows)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    _report(table)
+    _report(table, "unseen" if args.judge == "held-out" else "trained-on")
     return 0
 
 
@@ -125,7 +137,7 @@ def _trained(args, held_out: list) -> str:
         graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
         out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_own=args.imitate_own,
-        imitate_greedy=args.imitate_greedy,
+        imitate_greedy=args.imitate_greedy, dagger=args.dagger,
         embedding=args.embedding, rounds=args.rounds, warm_start=args.warm_start))
     return os.path.dirname(result.policy)
 
@@ -185,7 +197,8 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0) -
     return row
 
 
-def _report(table) -> None:
+def _report(table, judged: str) -> None:
+    """Every row, the summaries, and the issue's figure over the `judged` families."""
     import pandas as pd
 
     figures = [c for c in ("policy_alone", "simulated_greedy", "placeto", "hill_climb",
@@ -205,7 +218,7 @@ def _report(table) -> None:
     alone = table["policy_alone"]
     worst = table.loc[alone.idxmax()]
     print(f"\nthe policy alone over {len(table)} problems of {table['family'].nunique()} "
-          f"unseen families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
+          f"{judged} families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
           f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)")
 

@@ -60,7 +60,8 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     """imitate_own: a problem's lesson is the warm-started network's own greedy decision
     wherever that simulates within the factor of the best known decision, and the best known
     elsewhere; its greedy decision is where the exported policy's greedy episode ends. With
-    imitate_greedy, the simulator's greedy pass is the lesson where it ends faster."""
+    imitate_greedy, the simulator's greedy pass is the lesson where it ends faster; with
+    dagger, those lessons are also taught along the network's own walks."""
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
     from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
     from tf_placeto.policy.inference import greedy_placement
@@ -88,8 +89,12 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
                  for problem in posed]
     result = tp.train(tp.TrainingPlan(out=str(tmp_path / "two"), steps=0, imitate=1,
                                       imitate_own=1e9, imitate_greedy=True, warm_start=warm,
-                                      **corpus))
+                                      dagger=True, **corpus))
     faster = sum(greedy < own for greedy, own in zip(greedy_us, own_us))
+    # with dagger, the rule's lessons are also walked where the network leads (2 starts)
+    assert result.log["imitation"][0]["own_walk_moves"] == sum(
+        2 * problem.n_groups for problem, greedy, own in zip(posed, greedy_us, own_us)
+        if greedy < own)
     assert faster > 0                   # the lookup model's K80 problems: the rule is faster
     assert result.log["imitation"][0]["taught"] == {
         name: count for name, count in (("simulated_greedy", faster),
@@ -98,7 +103,39 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
                          (dict(imitate_own=1.1), "give --warm-start"),
                          (dict(imitate_greedy=True, warm_start=warm), "give --imitate-own"),
                          (dict(imitate_own=1.1, warm_start=warm, imitate=0, steps=1),
-                          "give --imitate or --keep-imitating")):
+                          "give --imitate or --keep-imitating"),
+                         (dict(dagger=True, imitate=0, steps=1), "give --imitate E")):
         plan = tp.TrainingPlan(out=str(tmp_path / "refused"), **{"imitate": 1, **corpus, **bad})
         with pytest.raises(tp.InputError, match=message):
             tp.train(plan)
+
+
+def test_several_warm_starts_average_into_the_policy_of_a_run_that_trains_nothing(tmp_path):
+    """--steps 0 with several --warm-start DIRs: the mean of their weights is saved (it can be
+    resumed, fine-tuned and taken as a warm start) and exported."""
+    import numpy as np
+
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy.inference import greedy_placement
+
+    corpus = dict(graphs=["corpus:lookup"], counts=[2], settings=["k80"], embedding=4,
+                  rounds=1, episodes=1)
+    runs = [os.path.dirname(tp.train(tp.TrainingPlan(out=str(tmp_path / f"run{seed}"),
+                                                     steps=1, seed=seed, **corpus)).policy)
+            for seed in (1, 2)]
+    soup = tp.train(tp.TrainingPlan(out=str(tmp_path / "soup"), steps=0, warm_start=runs,
+                                    **corpus))
+    assert soup.log["imitation"] == [] and soup.log["iterations"] == []
+    saved = sorted(os.listdir(os.path.join(tmp_path, "soup", "checkpoints")))
+    assert saved
+    tp.train(tp.TrainingPlan(out=str(tmp_path / "soup"), steps=0, warm_start=runs, **corpus))
+    assert sorted(os.listdir(os.path.join(tmp_path, "soup", "checkpoints"))) == saved
+    [posed] = corpus_problems(load_profiles(names=["lookup"]), ["k80"], [2])
+    walk = greedy_placement(posed.problem, os.path.dirname(soup.policy))
+    assert np.isfinite(walk.end_value)
+    with pytest.raises(tp.InputError, match="give one --warm-start DIR"):
+        tp.train(tp.TrainingPlan(out=str(tmp_path / "refused"), steps=0, imitate=1,
+                                 imitate_own=1.1, warm_start=runs, **corpus))
+    with pytest.raises(tp.InputError, match="--steps 0 trains nothing"):
+        tp.train(tp.TrainingPlan(out=str(tmp_path / "alone"), steps=0, warm_start=runs[:1],
+                                 **corpus))

@@ -36,6 +36,7 @@ from tf_placeto.workload import load_workload
 
 log = logging.getLogger(__name__)
 CORPUS = "corpus"      # graphs: the corpus's compact profiles (placers/corpus_problems.py)
+OWN = "own"            # the lesson of a problem whose teacher is the warm start's own policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,17 +63,23 @@ class TrainingPlan:
     imitate_own: float = 0.0             # keep the warm start's own decision within this
     #                                      factor of the best known (0: not asked)
     imitate_greedy: bool = False         # and the simulator's greedy pass's, where faster
+    dagger: bool = False                 # also teach lessons along the network's own walks
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)
     rounds: int = 8                      # its rounds of message passing
-    warm_start: Optional[str] = None     # a training folder whose weights a new run takes
+    warm_start: Optional[Sequence[str]] = None   # training folders whose weights (of
+    #                                              several: their mean) a new run takes
     starts: Sequence[str] = ("random",)  # starts.START_KINDS; several: each problem from each
     seed: int = 0
 
     def __post_init__(self):
         for name in ("graphs", "counts", "links", "settings", "without", "starts"):  # frozen
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if isinstance(self.warm_start, str):
+            object.__setattr__(self, "warm_start", (self.warm_start,))
+        elif self.warm_start is not None:
+            object.__setattr__(self, "warm_start", tuple(self.warm_start) or None)
 
 
 @dataclasses.dataclass
@@ -134,11 +141,18 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
             starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
         _imitate(trainer, plan, problems, kinds, initial, fast=starts.get("fast"))
         _iterate(trainer, plan.steps, plan.episodes, "iteration")
+        if _averages(plan) and not trainer.checkpointed:
+            trainer.save()          # the mean of the warm starts is all this run trains
         if plan.real_steps:
             _iterate(trainer, plan.steps + plan.real_steps, plan.episodes, "real iteration",
                      real=RealSteps(runtime, measurable))
     return TrainingResult(policy=trainer.export(), log=trainer.logged(),
                           problems=len(problems), starts=kinds)
+
+
+def _averages(plan: TrainingPlan) -> bool:
+    """Whether the run starts from the mean of several networks' weights."""
+    return len(plan.warm_start or ()) > 1
 
 
 def _is_corpus(graph: str) -> bool:
@@ -165,9 +179,9 @@ def _corpus_profiles(plan: TrainingPlan) -> list:
 def _check(plan: TrainingPlan) -> None:
     """Refuse what cannot train, before a runtime starts (a cluster would start and warm its
     links first)."""
-    if plan.steps < 1 and not plan.imitate and not plan.real_steps:
-        raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate or "
-                         "--real-steps")
+    if plan.steps < 1 and not plan.imitate and not plan.real_steps and not _averages(plan):
+        raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate, "
+                         "--real-steps or several --warm-start DIRs to average")
     for flag in ("embedding", "rounds"):
         if getattr(plan, flag) < 1:
             raise InputError(f"--{flag} {getattr(plan, flag)}: the network needs at least 1")
@@ -183,18 +197,25 @@ def _check(plan: TrainingPlan) -> None:
     if plan.imitate_own and not plan.warm_start:
         raise InputError("--imitate-own keeps what a trained network decides: give "
                          "--warm-start too")
+    if plan.imitate_own and len(plan.warm_start) > 1:
+        raise InputError("--imitate-own keeps what one trained network decides: give one "
+                         "--warm-start DIR")
     if plan.imitate_greedy and not plan.imitate_own:
         raise InputError("--imitate-greedy offers a second teacher to --imitate-own: give "
                          "--imitate-own X too")
+    if plan.dagger and not plan.imitate:
+        raise InputError("--dagger walks the network's own episodes before each epoch of "
+                         "imitation: give --imitate E too")
     for flag in ("imitate_climb", "imitate_exact", "imitate_own"):
         if getattr(plan, flag) and not (plan.imitate or plan.keep_imitating):
             raise InputError(f"--{flag.replace('_', '-')} chooses what imitation teaches: "
                              "give --imitate or --keep-imitating too")
     registry.member_range(plan.members)
     check_training_folder(plan.out)
-    if plan.warm_start and not os.path.isdir(os.path.join(plan.warm_start, CHECKPOINTS)):
-        raise InputError(f"--warm-start {plan.warm_start}: not a training directory (it has "
-                         f"no {CHECKPOINTS}/)")
+    for folder in plan.warm_start or ():
+        if not os.path.isdir(os.path.join(folder, CHECKPOINTS)):
+            raise InputError(f"--warm-start {folder}: not a training directory (it has no "
+                             f"{CHECKPOINTS}/)")
     for link in plan.links:
         if link is not None:
             Link.parse(link)
@@ -214,6 +235,7 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
     taught, teachers = None, None
     if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb or plan.imitate_own):
         lessons = initial
+        followed = [plan.dagger] * len(lessons)
     else:
         shown = progress(problems, desc="decisions to imitate", unit="problem")
         known = [best_known(problem, plan.imitate_exact, plan.imitate_climb,
@@ -226,7 +248,9 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
             f"{name} ({count} problems)" for name, count in taught.items()))
-    trainer.demonstrate(lessons, teachers=teachers)
+        # the network's own moves need no walk of its own: they lead there already
+        followed = [plan.dagger and name != OWN for name, _ in known] * len(kinds)
+    trainer.demonstrate(lessons, teachers=teachers, followed=followed)
     if imitating:
         with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:
@@ -246,7 +270,7 @@ def _followed_where_close(problems: list, initial: list, known: list,
     follows the teacher's moves on those problems and corrects the network elsewhere:
     teaching every problem another placer's whole decision costs a warm start what it knew
     (docs/results/generalisation.md)."""
-    offered = [("own", loaded_policy(plan.warm_start))]
+    offered = [(OWN, loaded_policy(plan.warm_start[0]))]
     if plan.imitate_greedy:
         offered.append(("simulated_greedy", SimulatedGreedy()))
     kept, teachers = [], []

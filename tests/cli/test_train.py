@@ -86,3 +86,22 @@ def test_train_refuses_an_out_folder_that_holds_something_else(tmp_path, cli_her
     code, error = result.returncode, result.stderr
     assert code == 2 and "not a training folder" in error and len(error.splitlines()) == 1
     assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"
+
+
+def test_several_warm_starts_make_their_mean_the_policy(tmp_path, cli_here):
+    """--steps 0 --warm-start A B: a model soup, said, saved and exported."""
+    corpus = ["--graphs", "corpus:lookup", "--settings", "k80", "--counts", "2",
+              "--embedding", "4", "--rounds", "1", "--episodes", "1"]
+    runs = []
+    for seed in ("1", "2"):
+        runs.append(str(tmp_path / f"run{seed}"))
+        trained = cli_here("train", *corpus, "--steps", "1", "--seed", seed, "--out", runs[-1])
+        assert trained.returncode == 0, trained.stderr
+    soup = tmp_path / "soup"
+    result = cli_here("train", *corpus, "--steps", "0", "--warm-start", *runs,
+                      "--out", str(soup))
+    assert result.returncode == 0, result.stderr
+    assert f"the mean of the weights of 2 networks ({', '.join(runs)})" in result.stdout
+    assert (soup / "policy" / "saved_model.pb").is_file()
+    assert json.loads((soup / "training.json").read_text())["config"]["warm_start"] == runs
+

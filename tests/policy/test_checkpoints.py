@@ -69,6 +69,29 @@ def test_a_warm_start_takes_an_older_networks_weights_and_scores_as_it_did(
         Trainer(policy_problems, str(tmp_path / "wider"), wider)
 
 
+def test_a_warm_start_from_several_networks_takes_the_mean_of_their_weights(
+        policy_problems, tmp_path, tiny):
+    """A model soup: each weight the mean of the runs' (the same network, other seeds)."""
+    folders = []
+    for seed in (1, 2):
+        folders.append(str(tmp_path / f"seed{seed}"))
+        Trainer(policy_problems, folders[-1], dataclasses.replace(tiny, seed=seed)).save()
+    ingredients = [Trainer(policy_problems, str(tmp_path / f"again{k}"),
+                           dataclasses.replace(tiny, warm_start=folder))
+                   for k, folder in enumerate(folders)]
+    soup = Trainer(policy_problems, str(tmp_path / "soup"),
+                   dataclasses.replace(tiny, warm_start=folders))
+    first, second = (i.actor.weights for i in ingredients)
+    assert not np.allclose(first[0].numpy(), second[0].numpy())
+    for mean, a, b in zip(soup.actor.weights, first, second):
+        np.testing.assert_allclose(mean.numpy(), (a.numpy() + b.numpy()) / 2, rtol=1e-6)
+    wider = str(tmp_path / "wider")
+    Trainer(policy_problems, wider, dataclasses.replace(tiny, embedding=tiny.embedding * 2)).save()
+    with pytest.raises(InputError, match="only inputs appended"):
+        Trainer(policy_problems, str(tmp_path / "mixed"),
+                dataclasses.replace(tiny, warm_start=[folders[0], wider]))
+
+
 def _step_and_save(trainer, k):
     """A stand-in for iteration k, then a save: the log, the baselines and the train step
     (which the checkpoint keeps) all say k."""
@@ -217,8 +240,8 @@ def test_a_torn_baselines_file_of_an_older_version_is_named_not_a_crash(
 def test_the_shipped_training_folder_resumes_and_a_warm_start_takes_its_weights(
         policy_problems, tmp_path):
     """tf_placeto/policy/pretrained is a whole training folder: its checkpoint and state
-    resume where its training stopped (3 epochs of imitation, no iterations), and a warm start
-    takes the same weights."""
+    resume where its training stopped (the mean of three networks' weights, no epochs or
+    iterations of its own), and a warm start takes the same weights."""
     shipped = os.path.join(REPO, "tf_placeto", "policy", "pretrained")
     out = str(tmp_path / "pretrained")
     for part in ("checkpoints", "state"):
@@ -230,7 +253,8 @@ def test_the_shipped_training_folder_resumes_and_a_warm_start_takes_its_weights(
                    dataclasses.replace(config, seed=1, warm_start=shipped))
     for taken, shipped_weight in zip(warm.actor.weights, resumed.actor.weights):
         np.testing.assert_array_equal(taken.numpy(), shipped_weight.numpy())
-    assert len(resumed.imitation) == 3 and resumed.iterations_done == 0
+    assert len(resumed.imitation) == 0 and resumed.iterations_done == 0
+    assert len(config.warm_start) == 3
 
 
 def test_an_older_versions_folder_resumes_and_saves_in_this_layout(policy_problems, tmp_path,

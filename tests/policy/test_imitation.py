@@ -67,6 +67,55 @@ def test_demonstrations_can_follow_a_teacher_from_every_start(policy_problems):
                                   Demonstrations.record([problem], [decision]).targets[0])
 
 
+def test_a_follower_walks_its_own_moves_and_is_taught_the_lesson_where_they_lead(
+        policy_problems):
+    """DAgger: the episodes from the random starts move where the follower does; the targets
+    stay the decision's, its devices renamed to where the walk first put them."""
+    problem = policy_problems[0]
+    last = problem.n_devices - 1
+    assert problem.interchangeable and problem.allowed[:, last].all()
+
+    class LastDevice:
+        def action(self, observation, first):
+            return last
+
+    decision = problem.canonical(methods.place("m_etf", problem).group_devices)
+    assert len(np.unique(decision)) > 1
+    recorded = Demonstrations.record([problem], [decision], starts=2, follower=LastDevice())
+    n = problem.n_groups
+    right = recorded.targets[0]
+    assert right.shape == (2 * n, problem.n_devices)      # the random starts' walks alone
+    walked = recorded.observations[0]["group_device"]
+    for k in range(n):
+        assert (walked[k][:k] == last).all()
+    assert right[0].all()                   # the first group opens a device: any is right
+    # after it, the decision's first device is where the walk put the first group: the last
+    first = decision[1:] == decision[0]
+    assert (right[1:n][first].argmax(axis=1) == last).all()
+    assert (right[1:n][first].sum(axis=1) == 1).all()
+    # its other devices the walk never opens: any device it has not used for the first
+    assert (right[1:n][~first, last] == 0).all()
+    assert (right[1:n][~first].sum(axis=1) == problem.n_devices - 1).all()
+
+
+def test_dagger_epochs_also_teach_along_the_networks_own_walks(policy_problems, tmp_path):
+    """Each epoch walks the followed problems' lessons where the network's greedy moves
+    lead, and logs how many moves that added and how many it already got right."""
+    decisions = [methods.place("heft", p).group_devices for p in policy_problems]
+    trainer = Trainer(policy_problems, str(tmp_path / "run"), SMALL)
+    followed = [True] + [False] * (len(policy_problems) - 1)
+    trainer.demonstrate(decisions, starts=2, followed=followed)
+    # what the first epoch walks: the untrained network's own moves, from its seed's starts
+    before = Demonstrations.record(policy_problems[:1], decisions[:1], starts=2,
+                                   seed=SMALL.seed + 1, follower=GreedyActor(trainer.actor))
+    expected = accuracy(trainer.actor, before)
+    history = trainer.imitate(decisions, epochs=2)
+    assert [row["own_walk_moves"] for row in history] == [2 * policy_problems[0].n_groups] * 2
+    assert history[0]["own_walk_accuracy"] == pytest.approx(expected)
+    plain = Trainer(policy_problems, str(tmp_path / "plain"), SMALL)
+    assert "own_walk_moves" not in plain.imitate(decisions, epochs=1)[0]
+
+
 def test_imitation_teaches_the_network_the_demonstrated_devices(policy_problems, tmp_path):
     """From about chance to nearly every move right, and only once per training directory.
     The demonstrations are HEFT's: a list scheduler's choices, which the devices' rows

@@ -86,6 +86,11 @@ def add_parser(subparsers) -> None:
                              "group to the device the simulator says is fastest) ends faster "
                              "than DIR's own decision, and within X times the best known, "
                              "imitation follows that pass instead")
+    parser.add_argument("--dagger", action="store_true",
+                        help="with --imitate: before each epoch, walk the network's own "
+                             "greedy episodes too and teach the lesson where they lead "
+                             "(DAgger), on every problem whose lesson is not the warm "
+                             "start's own moves")
     parser.add_argument("--real-steps", metavar="N", type=count(0),
                         default=TrainingPlan.real_steps,
                         help="after the simulated iterations, N more on each graph on the "
@@ -101,11 +106,15 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--rounds", metavar="R", type=count(1), default=TrainingPlan.rounds,
                         help="the network's rounds of message passing (default "
                              f"{TrainingPlan.rounds}); fewer train faster and see less far")
-    parser.add_argument("--warm-start", metavar="DIR", default=TrainingPlan.warm_start,
+    parser.add_argument("--warm-start", metavar="DIR", nargs="+",
+                        default=TrainingPlan.warm_start,
                         help="a new run starts from the weights of the policy trained in DIR (a "
                              "--out directory, or tf_placeto/policy/pretrained): what its "
                              "network learned carries over where the observation has gained "
-                             "inputs since (they start at zero); a resumed run keeps its own")
+                             "inputs since (they start at zero); a resumed run keeps its own. "
+                             "Of several DIRs, the mean of their weights (a model soup: "
+                             "networks trained from one start average well; with --steps 0 "
+                             "that mean is the policy)")
     parser.add_argument("--start", choices=choices.START_KINDS, nargs="+",
                         default=list(TrainingPlan.starts),
                         help="where the episodes start: random (default), the Placeto paper's "
@@ -130,7 +139,7 @@ def run(args) -> int:
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, imitate_own=args.imitate_own,
-        imitate_greedy=args.imitate_greedy, real_steps=args.real_steps,
+        imitate_greedy=args.imitate_greedy, dagger=args.dagger, real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
         warm_start=args.warm_start, starts=args.start,
         seed=args.seed), target_of(args))
@@ -154,6 +163,9 @@ def run(args) -> int:
             print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
                   f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
                   f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
+    if not imitation and not history and len(args.warm_start or ()) > 1:
+        print(f"the mean of the weights of {len(args.warm_start)} networks "
+              f"({', '.join(args.warm_start)}), trained no further")
     curve = plots.learning_curve(result.log, os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {result.policy}")
     print(f"learning curve: {curve}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -42,7 +42,8 @@ class TrainingConfig:
     rounds: int = 8
     restart: str = "fixed"               # where each episode starts (starts.RESTARTS)
     seed: int = 0
-    warm_start: Optional[str] = None     # a training directory whose weights a new run takes
+    warm_start: Optional[Sequence[str]] = None   # training directories whose weights (of
+    #                                              several: their mean) a new run takes
     keep_imitating: int = 0              # imitation batches after an iteration that lags
     keep_imitating_where: str = "behind"     # which iterations lag (starts.IMITATE_WHERE)
     imitation_batch: int = 64

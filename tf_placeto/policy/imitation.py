@@ -59,10 +59,15 @@ class Demonstrations:
         (self.observations[problem],), (self.targets[problem],), (self.decisions[problem],) = (
             lesson.observations, lesson.targets, lesson.decisions)
 
+    def joined(self, other: "Demonstrations") -> "Demonstrations":
+        """These problems' demonstrations followed by `other`'s, as more problems."""
+        return Demonstrations(self.observations + other.observations,
+                              self.targets + other.targets, self.decisions + other.decisions)
+
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
                starts: int = 2, seed: int = 0, shown: bool = True,
-               teachers: Sequence = None) -> "Demonstrations":
+               teachers: Sequence = None, follower=None) -> "Demonstrations":
         """Per problem, episodes that move each group to its device in the (canonical)
         decision: from `starts` random starts, from the decision itself and from every group
         on one device drawn at random (where it may), so that the network also sees the
@@ -72,33 +77,39 @@ class Demonstrations:
         episodes from those starts follow it instead (a policy answering action(observation,
         first), such as agent.GreedyActor or episode.SimulatedGreedy): each move is the
         teacher's, which is the right one, so a network learns what the teacher does from
-        each start, not one decision it reached from one. shown: with a progress bar (on a
-        terminal)."""
+        each start, not one decision it reached from one. With a `follower` (the network
+        being trained, as such a policy), the episodes from the random starts move where it
+        does and only the targets are the lesson's (DAgger): a network taught only along
+        the lesson's own walks meets, once its first move differs, states it was never
+        taught in. shown: with a progress bar (on a terminal)."""
         stacked, demonstrated, canonicals = [], [], []
         lessons = list(zip(problems, decisions))
         if shown:
             lessons = progress(lessons, desc="demonstrations", unit="problem", leave=False)
         for index, (problem, decision) in enumerate(lessons):
             canonical = problem.canonical(decision)
-            right = _right_devices(problem, canonical)
             view = GraphView(problem)
             walks = [start_placement(problem, seed + 1000 * index + k) for k in range(starts)]
-            one_device = start_placement(problem, seed + 1000 * index + starts)
-            device = np.random.default_rng([seed, index]).integers(problem.n_devices)
-            one_device[problem.allowed[:, device]] = device
+            if follower is None:
+                one_device = start_placement(problem, seed + 1000 * index + starts)
+                device = np.random.default_rng([seed, index]).integers(problem.n_devices)
+                one_device[problem.allowed[:, device]] = device
+                walks += [canonical, one_device]
             teacher = teachers[index] if teachers is not None else None
             one_hot = np.eye(problem.n_devices, dtype=np.float32)
             observations, targets = [], []
-            for start in walks + [canonical, one_device]:
-                episode = Episode(view, start)
+            for start in walks:
+                episode, renaming = Episode(view, start), _Renaming(problem, canonical)
                 while not episode.done:
+                    group = episode.position
                     observations.append(episode.observation())
                     if teacher is not None:
-                        moved = teacher.action(observations[-1], first=episode.position == 0)
-                        targets.append(one_hot[moved])
+                        targets.append(one_hot[teacher.action(observations[-1], group == 0)])
                     else:
-                        targets.append(right[episode.position])
-                    episode.move(int(targets[-1].argmax()))
+                        targets.append(renaming.right(group))
+                    episode.move(int(targets[-1].argmax()) if follower is None
+                                 else follower.action(observations[-1], group == 0))
+                    renaming.moved(group, int(episode.devices[group]))
             stacked.append({key: np.stack([o[key] for o in observations])
                             for key in observations[0]})
             demonstrated.append(np.stack(targets))
@@ -121,17 +132,35 @@ class Demonstrations:
                    self.targets[problem][chosen])
 
 
-def _right_devices(problem: PlacementProblem, decision: np.ndarray) -> np.ndarray:
-    """[groups, devices]: the decision's device for each group, or, where the decision opens
-    a device (interchangeable devices, in canonical names), every device not opened yet."""
-    right = np.eye(problem.n_devices, dtype=np.float32)[decision]
-    if problem.interchangeable:
-        for group in range(problem.n_groups):
-            opened = decision[:group]
-            if decision[group] not in opened:
-                right[group] = problem.allowed[group]
-                right[group, opened] = 0.0
-    return right
+class _Renaming:
+    """The right devices of a walk towards a decision in canonical names. Where devices are
+    interchangeable, a device of the decision is the walk's device where the walk first put
+    one of its groups, and until then any device the walk has not used for another of the
+    decision's: walking the decision itself, the names are the decision's."""
+
+    def __init__(self, problem: PlacementProblem, decision: np.ndarray):
+        self._allowed, self._decision = problem.allowed, decision
+        self._interchangeable = problem.interchangeable
+        self._one_hot = np.eye(problem.n_devices, dtype=np.float32)
+        self._walked = {}            # the decision's device -> the walk's
+
+    def right(self, group: int) -> np.ndarray:
+        """[devices]: 1 where `group` is right."""
+        device = int(self._decision[group])
+        if not self._interchangeable:
+            return self._one_hot[device]
+        if device in self._walked:
+            return self._one_hot[self._walked[device]]
+        right = self._allowed[group].astype(np.float32)
+        right[list(self._walked.values())] = 0.0
+        return right if right.any() else self._one_hot[device]
+
+    def moved(self, group: int, device: int) -> None:
+        """The walk put `group` on `device`."""
+        ours = int(self._decision[group])
+        if (self._interchangeable and ours not in self._walked
+                and device not in self._walked.values()):
+            self._walked[ours] = device
 
 
 def imitate(train: Callable, demonstrations: Demonstrations, epochs: int,

@@ -52,7 +52,7 @@ from tf_placeto.policy.baselines import Baselines
 from tf_placeto.policy.checkpoints import (LOG, POLICY, STATE, SUMMARIES,
                                            check_training_folder)
 from tf_placeto.policy.environment import PlacementEnvironment
-from tf_placeto.policy.imitation import Demonstrations, cloning_step, imitate
+from tf_placeto.policy.imitation import Demonstrations, accuracy, cloning_step, imitate
 from tf_placeto.policy.episode import greedy_walk
 from tf_placeto.policy.objective import Objective
 from tf_placeto.policy.real import RealSteps, real_rewards
@@ -139,29 +139,38 @@ class Trainer:
             self._write_log()    # training.json: the log of the checkpoint this run goes on from
 
     @property
+    def checkpointed(self) -> bool:
+        """Whether the run has a checkpoint to go on from (resumed, or saved since)."""
+        return self._saved is not None
+
+    @property
     def iterations_done(self) -> int:
         """Iterations logged (and checkpointed with them); not the agent's train step, which
         PPO advances once per epoch of each iteration."""
         return len(self.history)
 
     def demonstrate(self, decisions: Sequence, starts: int = 2,
-                    teachers: Sequence = None) -> None:
+                    teachers: Sequence = None, followed: Sequence[bool] = None) -> None:
         """Record what imitation teaches: each group moved to its device in `decisions` (one
         per problem; imitation.py: walks from `starts` random starts, the decision and one
         device), or, where `teachers` (one per problem, or None) has one, that teacher's
         moves from those starts (Demonstrations.record). A problem posed from several starts
-        is recorded once."""
+        is recorded once. Where `followed` (one per problem) is true, each epoch of
+        imitation also teaches the lesson along the network's own greedy walks from
+        `starts` random starts, walked again before the epoch (DAgger: imitate())."""
         lessons = {}
         for index, (problem, decision) in enumerate(zip(self.problems, decisions)):
             lessons.setdefault(id(problem), (problem, decision,
-                                             teachers[index] if teachers else None))
-        problems, decisions, taught_by = zip(*lessons.values())
+                                             teachers[index] if teachers else None,
+                                             bool(followed and followed[index])))
+        problems, decisions, taught_by, self._followed = zip(*lessons.values())
+        self._taught = list(zip(problems, decisions, taught_by))
         self.demonstrations = Demonstrations.record(problems, decisions, starts,
                                                     seed=self.config.seed, teachers=taught_by)
         index = {key: i for i, key in enumerate(lessons)}
         self._lesson = [index[id(problem)] for problem in self.problems]
         taught_us = [Objective(problem)(np.asarray(decision))[0]
-                     for problem, decision, _ in lessons.values()]
+                     for problem, decision, _, _ in lessons.values()]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
         self._demonstration_starts = starts
 
@@ -197,14 +206,33 @@ class Trainer:
         if self.demonstrations is None:
             self.demonstrate(decisions, starts)
 
-        def learned(row):
-            self.imitation.append(row if taught is None else {**row, "taught": taught})
-            self.save()
-            progress(row)
+        while len(self.imitation) < epochs:
+            epoch, extra = len(self.imitation) + 1, {}
+            demonstrations = self.demonstrations
+            if any(self._followed):
+                own_walks = self._along_own_walks(epoch)
+                demonstrations = demonstrations.joined(own_walks)
+                extra = {"own_walk_moves": len(own_walks),
+                         "own_walk_accuracy": accuracy(self.actor, own_walks)}
 
-        imitate(self._clone, self.demonstrations, epochs, seed=self.config.seed,
-                first_epoch=len(self.imitation) + 1, progress=learned)
+            def learned(row):
+                row = {**row, **extra}
+                self.imitation.append(row if taught is None else {**row, "taught": taught})
+                self.save()
+                progress(row)
+
+            imitate(self._clone, demonstrations, epoch, seed=self.config.seed,
+                    first_epoch=epoch, progress=learned)
         return self.imitation
+
+    def _along_own_walks(self, epoch: int) -> Demonstrations:
+        """The followed lessons along the greedy walks of the network as it is now: where its
+        own moves lead, what the lesson does there."""
+        lessons = [lesson for lesson, followed in zip(self._taught, self._followed) if followed]
+        problems, decisions, teachers = zip(*lessons)
+        return Demonstrations.record(problems, decisions, self._demonstration_starts,
+                                     seed=self.config.seed + epoch, teachers=teachers,
+                                     follower=self._greedy)
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
             checkpoint_every: int = 10, real: Optional[RealSteps] = None) -> list:
