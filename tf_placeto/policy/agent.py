@@ -49,6 +49,10 @@ class TrainingConfig:
     imitation_batch: int = 64
     candidate_features: Optional[int] = None    # device-row columns read (None: all; specs.py)
 
+    def __post_init__(self):
+        if isinstance(self.warm_start, str):     # one directory, as older logs name it
+            self.warm_start = (self.warm_start,)
+
 
 def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:
     """(agent, its actor network): REINFORCE (Placeto's) or PPO over PlacetoNetwork(s)."""

@@ -214,10 +214,10 @@ def saved_state(prefix: str) -> tuple:
     return logged.get("imitation", []), logged.get("iterations", []), baselines
 
 
-def take_weights(folders, networks: dict) -> None:
+def take_weights(folders: Sequence[str], networks: dict) -> None:
     """A warm start: the weights of `networks` (by their attribute names under the
     checkpoint's agent; None where this run has no such network) from the newest whole
-    checkpoint of another run in `folders` (one, or several); of several, the mean of each
+    checkpoint of another run in each of `folders`; of several, the mean of each
     weight (a model soup: networks trained from one start, averaged, placed unseen graphs
     better than each: docs/results/generalisation.md). Where the observation has gained inputs since
     (appended last, as specs.py adds them), a weight matrix has more input rows than the old
@@ -225,7 +225,6 @@ def take_weights(folders, networks: dict) -> None:
     training finds their use."""
     import tensorflow as tf  # heavy: loaded only where a checkpoint is read
 
-    folders = [folders] if isinstance(folders, str) else list(folders)
     taken = {}          # variable ref -> (variable, its weights in each folder)
     for folder in folders:
         checkpoints = os.path.join(folder, CHECKPOINTS)
