@@ -5,7 +5,7 @@
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
         [--imitate-greedy] [--dagger]
         [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
-        [--climb S] [--exact S] [--judge held-out|trained] [--csv FILE]
+        [--passes N] [--climb S] [--exact S] [--judge held-out|trained] [--csv FILE]
 
 Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
 families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
@@ -23,7 +23,8 @@ the package's own, tf_placeto/policy/pretrained).
 Then, on every held-out family's models, per setting and device count, against the best
 algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
 m-topo, round-robin, random, single): the policy alone (one greedy episode from Placeto's
-random start, where it ends), the simulator's greedy pass from the same start (each group
+random start, where it ends; with `--passes N`, of up to N passes over the groups, as
+`place --passes N`), the simulator's greedy pass from the same start (each group
 to the device the simulator says is fastest: episode.SimulatedGreedy, the rule a network
 must beat), the default placeto (`place --method placeto`: from the fast placers' best, the
 best placement met on the walk; with `--budget N`, fine-tuned N iterations on the problem
@@ -85,6 +86,9 @@ def main(argv=None) -> int:
                         help=f"judge this policy (or '{SHIPPED}') and train nothing")
     parser.add_argument("--budget", type=int, default=0, metavar="N",
                         help="the placeto column fine-tuned N iterations per problem")
+    parser.add_argument("--passes", type=int, default=1, metavar="N",
+                        help="the policy's greedy episodes (alone and in the placeto column) "
+                             "walk the groups up to N times (place's flag)")
     parser.add_argument("--climb", type=float, default=0.0, metavar="S",
                         help="also hill_climb, S seconds per problem")
     parser.add_argument("--exact", type=float, default=0.0, metavar="S",
@@ -114,7 +118,7 @@ def main(argv=None) -> int:
         problems = corpus_problems(judged, args.settings, args.counts)
         for posed in problems:
             row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact,
-                                              budget=args.budget)}
+                                              budget=args.budget, passes=args.passes)}
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items()))
@@ -160,7 +164,8 @@ def best_direct(problem) -> tuple:
     return name, steps[name]
 
 
-def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0) -> dict:
+def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
+            passes: int = 1) -> dict:
     """The figures of one problem (the module's doc), each against the best algorithm."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
@@ -173,16 +178,17 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0) -
     row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
     start = time.perf_counter()
     random_start = GraphView(problem)         # the policy and the rule walk from one start
-    alone = greedy_walk(random_start, inference.loaded_policy(chosen))
+    alone = greedy_walk(random_start, inference.loaded_policy(chosen), passes)
     row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
-               policy_alone_devices=len(np.unique(alone.end_devices)))
+               policy_alone_devices=len(np.unique(alone.end_devices)),
+               policy_alone_passes=alone.passes)
     start = time.perf_counter()
     rule = greedy_walk(random_start, SimulatedGreedy())
     row.update(simulated_greedy=rule.end_value / best,
                simulated_greedy_s=time.perf_counter() - start)
     start = time.perf_counter()
     initial = fast_start(problem)[1]
-    walk = inference.greedy_placement(problem, chosen, initial)
+    walk = inference.greedy_placement(problem, chosen, initial, passes)
     value, evaluated = walk.value, walk.objectives
     if budget > 0:
         _, value, evaluated = inference.fine_tuned_placement(problem, chosen, budget,
@@ -225,12 +231,13 @@ def _report(table, judged: str) -> None:
 
 def _summary(table, by: list, figures: list, times: list):
     """Per group of `by`: the geometric means of `figures`, the median of `times`, how many
-    problems the policy alone ends above 1.10x on and how many on one device, and how many
-    problems there are."""
+    problems the policy alone ends above 1.10x on and how many on one device, the mean
+    passes it walked, and how many problems there are."""
     grouped = table.groupby(by)
     means = np.exp(np.log(table[figures]).groupby([table[c] for c in by]).mean())
     alone = grouped.agg(alone_above_1_10=("policy_alone", lambda s: int((s > 1.10).sum())),
-                        alone_one_device=("policy_alone_devices", lambda s: int((s == 1).sum())))
+                        alone_one_device=("policy_alone_devices", lambda s: int((s == 1).sum())),
+                        alone_passes=("policy_alone_passes", "mean"))
     return (means.join(grouped[times].median()).join(alone)
             .join(grouped.size().rename("problems")))
 

@@ -86,3 +86,15 @@ def test_the_imitation_during_training_reaches_the_folds_plan(tmp_path):
     with pytest.raises(InputError, match="--imitate-own keeps what a trained network"):
         bench_generalisation.main(["--out", str(tmp_path), "--held-out", "lookup",
                                    "--imitate-own", "1.1"])
+
+
+def test_the_policy_alone_may_walk_the_groups_again():
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy import inference
+
+    [posed] = corpus_problems(load_profiles(names=["control_flow"]), ["k80"], [8])
+    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                       passes=3)
+    walk = inference.greedy_placement(posed.problem, inference.pretrained_policy(), passes=3)
+    assert row["policy_alone_passes"] == walk.passes >= 2
+    assert row["policy_alone"] == pytest.approx(walk.end_value / (row["best_algorithm_ms"] * 1e3))

@@ -1,5 +1,5 @@
 """Episodes and their observations: devices a group cannot use are masked and refused; the
-simulator's greedy rule."""
+simulator's greedy rule; greedy walks of several passes."""
 
 import dataclasses
 
@@ -41,3 +41,27 @@ def test_the_simulated_greedy_rule_takes_the_fastest_simulated_device(policy_pro
     walked = greedy_walk(GraphView(problem), SimulatedGreedy())
     assert walked.end_value == episode.value
     np.testing.assert_array_equal(walked.end_devices, episode.devices)
+
+
+def test_a_later_pass_walks_on_from_where_the_one_before_ended(policy_problems):
+    problem = policy_problems[1]
+    once = greedy_walk(GraphView(problem), SimulatedGreedy())
+    assert not np.array_equal(once.end_devices, GraphView(problem).start)    # it moved
+    twice = greedy_walk(GraphView(problem), SimulatedGreedy(), passes=2)
+    again = greedy_walk(GraphView(problem, once.end_devices), SimulatedGreedy())
+    assert twice.passes == 2
+    np.testing.assert_array_equal(twice.end_devices, again.end_devices)
+    assert twice.end_value == again.end_value
+    # every placement simulated, in order: the start, the first pass's, the second's
+    np.testing.assert_array_equal(twice.objectives,
+                                  np.concatenate([once.objectives, again.objectives[1:]]))
+    assert twice.value == min(once.value, again.value)
+
+
+def test_a_pass_that_moves_no_group_ends_the_walk(policy_problems):
+    problem = policy_problems[0]
+    walk = greedy_walk(GraphView(problem), SimulatedGreedy(), passes=50)
+    assert 2 <= walk.passes < 50
+    still = greedy_walk(GraphView(problem, walk.end_devices), SimulatedGreedy(), passes=50)
+    assert still.passes == 1                        # where it ended, no move is faster
+    np.testing.assert_array_equal(still.end_devices, walk.end_devices)

@@ -74,6 +74,21 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
         assert info["start"] == "random"
 
 
+def test_the_greedy_episode_may_walk_the_groups_again(trained, policy_problems):
+    from tf_placeto import methods
+    from tf_placeto.errors import InputError
+
+    problem = policy_problems[0]
+    once = inference.greedy_placement(problem, trained)
+    _, info = inference.place(problem, policy_dir=trained, start="random", passes=3)
+    walk = inference.greedy_placement(problem, trained, passes=3)
+    assert info["passes"] == walk.passes and 1 <= walk.passes <= 3
+    assert info["policy_step_s"] == pytest.approx(walk.end_value / 1e6)
+    assert info["evaluations"] == len(walk.objectives) >= len(once.objectives)
+    with pytest.raises(InputError, match="passes"):
+        methods.decide("placeto", problem, given={"policy": trained, "passes": 0})
+
+
 def test_one_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(policy_problems):
     """One network for every setting: it places, and fine-tunes from its checkpoint, devices of
     one machine and tasks of a cluster alike, reading every column of today's device rows."""
@@ -91,7 +106,7 @@ def test_one_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(poli
 def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
     """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
     for n, problem in cnn_on_devices.items():
-        devices, value, walk, end, _ = inference.greedy_placement(problem, trained)
+        devices, value, walk, end = inference.greedy_placement(problem, trained)[:4]
         assert devices.shape == (problem.n_groups,) and devices.max() < n
         assert len(walk) == 1 + (problem.allowed.sum(axis=1) - 1).sum()   # rows' simulations
         assert value == walk.min() <= end

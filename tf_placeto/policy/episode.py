@@ -12,7 +12,10 @@ simulation of its own. Every placement simulated is an evaluation (GraphView.mov
 `greedy_walk` runs one greedy episode of a policy: the exported one when placing
 (inference.py), the network being trained when training judges it (training.py), or
 `SimulatedGreedy`, the rule that takes whichever device the simulator says is fastest, which
-imitation may teach (training_api.py).
+imitation may teach (training_api.py). Asked for several passes, it walks the groups again
+from where the pass before ended: a first pass from a random start decides each group while
+the groups after it still sit where chance put them, a second one decides them again beside
+the policy's own choices.
 """
 
 from __future__ import annotations
@@ -103,14 +106,16 @@ class Episode:
 
 
 class GreedyWalk(NamedTuple):
-    """One greedy episode of a policy: the best placement it evaluated, that placement's
+    """Greedy passes of a policy: the best placement they evaluated, that placement's
     objective (us), the objective of every placement evaluated (the start first, in order),
-    and the objective and placement where the episode ended (the policy's own answer)."""
+    the objective and placement where the last pass ended (the policy's own answer), and how
+    many passes were walked."""
     devices: np.ndarray
     value: float
     objectives: np.ndarray
     end_value: float
     end_devices: np.ndarray
+    passes: int = 1
 
 
 class SimulatedGreedy:
@@ -128,13 +133,24 @@ class SimulatedGreedy:
         return here if change[here] <= change.min() else int(change.argmin())
 
 
-def greedy_walk(view: GraphView, policy) -> GreedyWalk:
-    """One greedy episode from the start of `view`; `policy` answers action(observation,
+def greedy_walk(view: GraphView, policy, passes: int = 1) -> GreedyWalk:
+    """Greedy episodes from the start of `view`, at most `passes`, each from where the one
+    before ended; a pass that moves no group ends the walk (the policy answers alike in the
+    same state, so another would move none either). `policy` answers action(observation,
     first) with a device (SavedPolicy, or training's actor)."""
+    if passes < 1:
+        raise ValueError(f"passes must be at least 1, not {passes}")
     before = len(view.moves)
-    episode = Episode(view)
-    while not episode.done:
-        episode.move(policy.action(episode.observation(), first=episode.position == 0))
-    value, devices = episode.best
+    best, start = None, None
+    for walked in range(1, passes + 1):
+        episode = Episode(view, start)
+        while not episode.done:
+            episode.move(policy.action(episode.observation(), first=episode.position == 0))
+        if best is None or episode.best[0] < best[0]:
+            best = episode.best
+        if np.array_equal(episode.devices, episode.start):
+            break
+        start = episode.devices
+    value, devices = best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
-                      episode.value, episode.devices)
+                      episode.value, episode.devices, walked)

@@ -19,6 +19,9 @@ any split itself; or "fast" (the default), the best decision of the fast placers
 (placers.common.fast_placers), which the policy then improves where it can: a placement from it
 is never slower than theirs in simulation, and their decisions count as evaluations.
 
+The greedy episode may walk the groups more than once (`passes`, episode.greedy_walk): each
+pass decides every group again from where the one before ended, for the pass's time again.
+
 The placement returned is the best met on the walk (the start and every device the episode
 simulated for a group's row included); the facts also give the policy's own answer, the last
 placement of its greedy episode (`policy_step_s`), so that what the policy finds is not
@@ -104,10 +107,11 @@ def loaded_policy(policy_dir: str) -> SavedPolicy:
     return SavedPolicy(policy_dir)
 
 
-def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None) -> GreedyWalk:
-    """One greedy episode of the policy on `problem` from `initial` (default: a random
-    placement)."""
-    return greedy_walk(GraphView(problem, initial), loaded_policy(policy_dir))
+def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None,
+                     passes: int = 1) -> GreedyWalk:
+    """The greedy episode of the policy on `problem` from `initial` (default: a random
+    placement), of at most `passes` passes over the groups."""
+    return greedy_walk(GraphView(problem, initial), loaded_policy(policy_dir), passes)
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
@@ -155,17 +159,18 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
 
 
 def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
-          start: str = "fast") -> tuple:
+          start: str = "fast", passes: int = 1) -> tuple:
     """Device per group of `problem` (any number of groups and devices), and facts: among
     them the placements evaluated (simulated) in all and until the best was within 5%,
-    where the episodes started (`start`, one of START_KINDS), and, in simulated seconds, the
-    policy's own answer (`policy_step_s`: the last placement of its greedy episode) beside
-    the best placement that episode met (`best_on_walk_step_s`, its start included)."""
+    where the episodes started (`start`, one of START_KINDS), the passes the greedy episode
+    walked (at most `passes`), and, in simulated seconds, the policy's own answer
+    (`policy_step_s`: the last placement of its greedy episode) beside the best placement
+    that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     policy_dir = policy_dir or pretrained_policy()
     started_from, initial, tried = initial_placement(problem, start)
-    greedy = greedy_placement(problem, policy_dir, initial)
+    greedy = greedy_placement(problem, policy_dir, initial, passes)
     if budget > 0:
         devices, value, objectives = fine_tuned_placement(problem, policy_dir, budget, seed,
                                                           initial=initial, greedy=greedy)
@@ -175,7 +180,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         objectives = np.concatenate([tried, objectives[1:]])
     return np.asarray(devices), {
         "policy": policy_dir, "budget": budget,
-        "start": started_from, "objective_us": float(value),
+        "start": started_from, "passes": greedy.passes, "objective_us": float(value),
         "policy_step_s": float(greedy.end_value) / 1e6,
         "best_on_walk_step_s": float(greedy.value) / 1e6,
         "evaluations": len(objectives),

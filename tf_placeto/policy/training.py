@@ -31,7 +31,7 @@ import json
 import os
 import time
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -60,6 +60,16 @@ from tf_placeto.policy.starts import IMITATE_WHERE
 
 IMITATION_LEARNING_RATE = 1e-3
 LESSON_MARGIN = 0.01        # how much faster a placement met must be to become the lesson
+
+
+class _Lesson(NamedTuple):
+    """What imitation teaches on one problem: the decision, the teacher whose moves show it
+    (None: walks towards the decision), and whether it is also taught along the network's own
+    walks (DAgger)."""
+    problem: object
+    decision: np.ndarray
+    teacher: object
+    followed: bool
 
 
 class Trainer:
@@ -160,17 +170,16 @@ class Trainer:
         `starts` random starts, walked again before the epoch (DAgger: imitate())."""
         lessons = {}
         for index, (problem, decision) in enumerate(zip(self.problems, decisions)):
-            lessons.setdefault(id(problem), (problem, decision,
-                                             teachers[index] if teachers else None,
-                                             bool(followed and followed[index])))
-        problems, decisions, taught_by, self._followed = zip(*lessons.values())
-        self._taught = list(zip(problems, decisions, taught_by))
-        self.demonstrations = Demonstrations.record(problems, decisions, starts,
-                                                    seed=self.config.seed, teachers=taught_by)
+            lessons.setdefault(id(problem), _Lesson(problem, decision,
+                                                    teachers[index] if teachers else None,
+                                                    bool(followed and followed[index])))
+        self._lessons = list(lessons.values())
+        self.demonstrations = self._recorded(self._lessons, seed=self.config.seed,
+                                             starts=starts)
         index = {key: i for i, key in enumerate(lessons)}
         self._lesson = [index[id(problem)] for problem in self.problems]
-        taught_us = [Objective(problem)(np.asarray(decision))[0]
-                     for problem, decision, _, _ in lessons.values()]
+        taught_us = [Objective(lesson.problem)(np.asarray(lesson.decision))[0]
+                     for lesson in self._lessons]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
         self._demonstration_starts = starts
 
@@ -209,7 +218,7 @@ class Trainer:
         while len(self.imitation) < epochs:
             epoch, extra = len(self.imitation) + 1, {}
             demonstrations = self.demonstrations
-            if any(self._followed):
+            if any(lesson.followed for lesson in self._lessons):
                 own_walks = self._along_own_walks(epoch)
                 demonstrations = demonstrations.joined(own_walks)
                 extra = {"own_walk_moves": len(own_walks),
@@ -228,11 +237,18 @@ class Trainer:
     def _along_own_walks(self, epoch: int) -> Demonstrations:
         """The followed lessons along the greedy walks of the network as it is now: where its
         own moves lead, what the lesson does there."""
-        lessons = [lesson for lesson, followed in zip(self._taught, self._followed) if followed]
-        problems, decisions, teachers = zip(*lessons)
-        return Demonstrations.record(problems, decisions, self._demonstration_starts,
-                                     seed=self.config.seed + epoch, teachers=teachers,
-                                     follower=self._greedy)
+        return self._recorded([lesson for lesson in self._lessons if lesson.followed],
+                              seed=self.config.seed + epoch,
+                              starts=self._demonstration_starts, follower=self._greedy)
+
+    @staticmethod
+    def _recorded(lessons: Sequence[_Lesson], seed: int, starts: int,
+                  follower=None) -> Demonstrations:
+        """The moves that teach `lessons` (Demonstrations.record)."""
+        return Demonstrations.record([lesson.problem for lesson in lessons],
+                                     [lesson.decision for lesson in lessons], starts,
+                                     seed=seed, teachers=[lesson.teacher for lesson in lessons],
+                                     follower=follower)
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
             checkpoint_every: int = 10, real: Optional[RealSteps] = None) -> list:

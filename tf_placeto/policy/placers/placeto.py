@@ -5,7 +5,8 @@ shipped with the package, for any devices); `budget`, iterations of fine-tuning 
 each episode walking on from where the one before ended (0: one greedy episode, zero-shot;
 AUTO_BUDGET within method auto); `start`, where the first episodes start: "fast" (the best
 decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
-"single" (every group on the best device).
+"single" (every group on the best device); `passes`, how many times the greedy episode may
+walk the groups, each pass from where the one before ended (1: Placeto's one episode).
 The policy places the problem as it is: any number of groups, on any number of devices.
 """
 
@@ -19,8 +20,9 @@ AUTO_BUDGET = 10             # brief fine-tuning, when method auto tries the pol
 
 
 def place(problem: PlacementProblem, *, seed: int = 0, policy: str = None, budget: int = 0,
-          start: str = "fast"):
-    return inference.place(problem, policy_dir=policy, budget=budget, seed=seed, start=start)
+          start: str = "fast", passes: int = 1):
+    return inference.place(problem, policy_dir=policy, budget=budget, seed=seed, start=start,
+                           passes=passes)
 
 
 PLACER = PlacerSpec(
@@ -37,4 +39,7 @@ PLACER = PlacerSpec(
         Option("--start", "start", str, "fast", choices=inference.START_KINDS,
                help="where its first episodes start: fast, the best decision of the fast "
                     "placers, which the policy improves; random, the Placeto paper's random "
-                    "placement; single, every group on the best device")))
+                    "placement; single, every group on the best device"),
+        Option("--passes", "passes", int, 1, metavar="N", least=1,
+               help="greedy passes over the groups, each from where the one before ended, "
+                    "until one moves no group; each costs the first's time again")))
