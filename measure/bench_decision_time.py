@@ -2,12 +2,13 @@
 
     python -m measure.bench_decision_time [--graph examples:inception_v3] [--max-groups 512]
                                           [--devices 8] [--policy DIR] [--repeats 3]
-                                          [--start random|fast|single]
+                                          [--start random|fast|single] [--passes N]
 
 One greedy episode of the policy (by default the shipped one) from the random start, in
 simulation with profiled op costs (profiled on `--cluster local:2`) and Placeto's K80 links,
 as `place --method placeto --start random` runs it (`--start fast`: as the default `place
---method placeto` does, the fast placers deciding first, their time counted): every move
+--method placeto` does, the fast placers deciding first, their time counted; `--passes N`:
+as `place --passes N`, up to N passes over the groups): every move
 list-schedules the group's device rows, simulates at op level the placement with the group on
 each other device it may use, and asks the policy. Prints each run's seconds, their median,
 what the two parts of a move take, each the median of 20 calls (one simulation: an episode
@@ -36,6 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--start", default="random", help="where the episode starts "
                         "(place's --start; its default there is fast)")
+    parser.add_argument("--passes", type=int, default=1, help="place's --passes")
     args = parser.parse_args(argv)
 
     from tf_placeto import _quiet
@@ -60,9 +62,11 @@ def main(argv=None) -> int:
     seconds = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        devices, facts = inference.place(problem, policy, start=args.start)
+        devices, facts = inference.place(problem, policy, start=args.start,
+                                         passes=args.passes)
         seconds.append(time.perf_counter() - start)
-        print(f"zero-shot placement: {seconds[-1]:.2f} s; where the policy's episode ends "
+        print(f"zero-shot placement: {seconds[-1]:.2f} s, {facts['passes']} passes; where "
+              f"the policy's episode ends "
               f"{facts['policy_step_s'] * 1e3:.1f} ms, the best on its walk "
               f"{facts['best_on_walk_step_s'] * 1e3:.1f} ms ({len(set(devices.tolist()))} "
               "devices)")
