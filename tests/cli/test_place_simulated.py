@@ -49,6 +49,12 @@ def test_placeto_reports_its_own_greedy_answer_on_any_count_and_link(extra, coun
     assert 0 < summary["best_on_walk_step_s"] <= summary["policy_step_s"]
 
 
+def test_placeto_walks_the_groups_again_when_asked(place_simulated):
+    summary = place_simulated("--method", "placeto", "--start", "random", "--budget", "0",
+                              "--passes", "3", "--counts", "4", "--link", "k80")
+    assert 2 <= summary["passes"] <= 3         # the first pass from a random start moves
+
+
 def test_the_link_is_what_the_placement_is_simulated_over(place_simulated):
     """A split over a link a million times slower predicts a far longer step: the link given
     is the one simulated, not the measured one."""
