@@ -69,7 +69,7 @@ class Search:
     randomised methods. objective: "latency" (one step as short as possible) or "throughput"
     (the most steps per second with `stream` steps in flight, default 4, as a server with
     concurrent requests). options: the placers' own, by their names in
-    tf_placeto.methods.options() (for placeto: policy, budget).
+    tf_placeto.methods.options() (for placeto: policy, budget, start, passes).
     """
 
     max_groups: int = DEFAULT_MAX_GROUPS
