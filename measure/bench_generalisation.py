@@ -34,8 +34,9 @@ the placements the default placeto simulated).
 With `--judge trained`, the same figures on the fold's own training problems instead: how
 well the network learned what it was taught, apart from how it carries to new families.
 Prints every row, then geometric means per setting and device count, per setting (with how
-many problems the policy alone ends above 1.10x and on one device), per family, and the
-issue's figure: over all rows, the policy alone's geometric mean and its worst row.
+many problems the policy alone ends above 1.10x and on one device, and the passes it
+walked), per family and over all problems, and the issue's figure: over all rows, the policy
+alone's geometric mean and its worst row (and, with `--passes N`, how many walks took all N).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
     table = pd.DataFrame(rows)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    _report(table, "unseen" if args.judge == "held-out" else "trained-on")
+    _report(table, "unseen" if args.judge == "held-out" else "trained-on", args.passes)
     return 0
 
 
@@ -203,8 +204,9 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
     return row
 
 
-def _report(table, judged: str) -> None:
-    """Every row, the summaries, and the issue's figure over the `judged` families."""
+def _report(table, judged: str, passes: int = 1) -> None:
+    """Every row, the summaries, and the issue's figure over the `judged` families (with
+    how many of the policy's walks took all `passes` asked, where more than one)."""
     import pandas as pd
 
     figures = [c for c in ("policy_alone", "simulated_greedy", "placeto", "hill_climb",
@@ -217,16 +219,18 @@ def _report(table, judged: str) -> None:
               "by setting and device count:")
         print(_summary(table, ["setting", "devices"], figures, times).to_string(
             float_format=lambda v: f"{v:.3f}"))
-        for by in ("setting", "family"):
-            print(f"\nby {by}:")
-            print(_summary(table, [by], figures, times).to_string(
+        for by in ("setting", "family", "all"):
+            print(f"\nby {by}:" if by != "all" else "\nover all problems:")
+            print(_summary(table.assign(all=judged), [by], figures, times).to_string(
                 float_format=lambda v: f"{v:.3f}"))
     alone = table["policy_alone"]
     worst = table.loc[alone.idxmax()]
     print(f"\nthe policy alone over {len(table)} problems of {table['family'].nunique()} "
           f"{judged} families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
-          f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)")
+          f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)"
+          + (f"; {int((table['policy_alone_passes'] == passes).sum())} walks took all "
+             f"{passes} passes" if passes > 1 else ""))
 
 
 def _summary(table, by: list, figures: list, times: list):

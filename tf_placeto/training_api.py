@@ -25,7 +25,7 @@ from tf_placeto.log import progress
 from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
-                                           iterations_by_setting)
+                                           iterations_by_setting, warm_start_folders)
 from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
 from tf_placeto.policy.inference import loaded_policy
 from tf_placeto.policy.observation import GraphView
@@ -76,10 +76,12 @@ class TrainingPlan:
     def __post_init__(self):
         for name in ("graphs", "counts", "links", "settings", "without", "starts"):  # frozen
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        if isinstance(self.warm_start, str):
-            object.__setattr__(self, "warm_start", (self.warm_start,))
-        elif self.warm_start is not None:
-            object.__setattr__(self, "warm_start", tuple(self.warm_start) or None)
+        object.__setattr__(self, "warm_start", warm_start_folders(self.warm_start))
+
+    @property
+    def averages(self) -> bool:
+        """Whether the run starts from the mean of several networks' weights."""
+        return len(self.warm_start or ()) > 1
 
 
 @dataclasses.dataclass
@@ -141,18 +143,13 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
             starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
         _imitate(trainer, plan, problems, kinds, initial, fast=starts.get("fast"))
         _iterate(trainer, plan.steps, plan.episodes, "iteration")
-        if _averages(plan) and not trainer.checkpointed:
+        if plan.averages and not trainer.checkpointed:
             trainer.save()          # the mean of the warm starts is all this run trains
         if plan.real_steps:
             _iterate(trainer, plan.steps + plan.real_steps, plan.episodes, "real iteration",
                      real=RealSteps(runtime, measurable))
     return TrainingResult(policy=trainer.export(), log=trainer.logged(),
                           problems=len(problems), starts=kinds)
-
-
-def _averages(plan: TrainingPlan) -> bool:
-    """Whether the run starts from the mean of several networks' weights."""
-    return len(plan.warm_start or ()) > 1
 
 
 def _is_corpus(graph: str) -> bool:
@@ -179,7 +176,7 @@ def _corpus_profiles(plan: TrainingPlan) -> list:
 def _check(plan: TrainingPlan) -> None:
     """Refuse what cannot train, before a runtime starts (a cluster would start and warm its
     links first)."""
-    if plan.steps < 1 and not plan.imitate and not plan.real_steps and not _averages(plan):
+    if plan.steps < 1 and not plan.imitate and not plan.real_steps and not plan.averages:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate, "
                          "--real-steps or several --warm-start DIRs to average")
     for flag in ("embedding", "rounds"):
@@ -197,7 +194,7 @@ def _check(plan: TrainingPlan) -> None:
     if plan.imitate_own and not plan.warm_start:
         raise InputError("--imitate-own keeps what a trained network decides: give "
                          "--warm-start too")
-    if plan.imitate_own and len(plan.warm_start) > 1:
+    if plan.imitate_own and plan.averages:
         raise InputError("--imitate-own keeps what one trained network decides: give one "
                          "--warm-start DIR")
     if plan.imitate_greedy and not plan.imitate_own:

@@ -28,7 +28,10 @@ def test_the_shipped_policies_are_judged_on_a_family_without_training(tmp_path, 
     assert by_setting.loc["cluster", "alone_one_device"] == int(
         cluster["policy_alone_devices"] == 1)
     assert by_setting.loc["cluster", "alone_above_1_10"] == int(cluster["policy_alone"] > 1.10)
-    assert "\nby setting:" in out
+    assert "\nby setting:" in out and "\nover all problems:" in out
+    bench_generalisation._report(rows, "unseen", passes=2)
+    assert f"; {int((rows['policy_alone_passes'] == 2).sum())} walks took all 2 passes" in (
+        capsys.readouterr().out)
     assert not (tmp_path / "folds").exists()           # nothing trained
 
 

@@ -132,7 +132,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    result = train(TrainingPlan(
+    plan = TrainingPlan(
         graphs=args.graphs, counts=args.counts, out=args.out, members=args.members,
         max_groups=args.max_groups, links=args.link or (None,), settings=args.settings,
         without=args.without, steps=args.steps,
@@ -142,7 +142,8 @@ def run(args) -> int:
         imitate_greedy=args.imitate_greedy, dagger=args.dagger, real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
         warm_start=args.warm_start, starts=args.start,
-        seed=args.seed), target_of(args))
+        seed=args.seed)
+    result = train(plan, target_of(args))
     imitation, history = result.log["imitation"], result.log["iterations"]
     if imitation:
         print(f"after {len(imitation)} epochs of imitation, the policy's likeliest "
@@ -163,9 +164,9 @@ def run(args) -> int:
             print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
                   f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
                   f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
-    if not imitation and not history and len(args.warm_start or ()) > 1:
-        print(f"the mean of the weights of {len(args.warm_start)} networks "
-              f"({', '.join(args.warm_start)}), trained no further")
+    if not imitation and not history and plan.averages:
+        print(f"the mean of the weights of {len(plan.warm_start)} networks "
+              f"({', '.join(plan.warm_start)}), trained no further")
     curve = plots.learning_curve(result.log, os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {result.policy}")
     print(f"learning curve: {curve}")

@@ -24,6 +24,7 @@ from tf_agents.agents.reinforce import reinforce_agent
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory
 
+from tf_placeto.policy.checkpoints import warm_start_folders
 from tf_placeto.policy.network import PlacetoNetwork, PlacetoValueNetwork
 
 
@@ -50,8 +51,7 @@ class TrainingConfig:
     candidate_features: Optional[int] = None    # device-row columns read (None: all; specs.py)
 
     def __post_init__(self):
-        if isinstance(self.warm_start, str):     # one directory, as older logs name it
-            self.warm_start = (self.warm_start,)
+        self.warm_start = warm_start_folders(self.warm_start)
 
 
 def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tuple:

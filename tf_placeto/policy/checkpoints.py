@@ -214,48 +214,62 @@ def saved_state(prefix: str) -> tuple:
     return logged.get("imitation", []), logged.get("iterations", []), baselines
 
 
+def warm_start_folders(given) -> Optional[tuple]:
+    """The training folders a warm start names: one given as a string (as older logs name
+    it), or several; None where none is given."""
+    if given is None or isinstance(given, str):
+        return None if given is None else (given,)
+    return tuple(given) or None
+
+
 def take_weights(folders: Sequence[str], networks: dict) -> None:
     """A warm start: the weights of `networks` (by their attribute names under the
     checkpoint's agent; None where this run has no such network) from the newest whole
-    checkpoint of another run in each of `folders`; of several, the mean of each
-    weight (a model soup: networks trained from one start, averaged, placed unseen graphs
-    better than each: docs/results/generalisation.md). Where the observation has gained inputs since
+    checkpoint of another run in each of `folders`; of several, the mean of each weight (a
+    model soup: networks trained from one start, averaged, placed unseen graphs better than
+    each: docs/results/generalisation.md). Where the observation has gained inputs since
     (appended last, as specs.py adds them), a weight matrix has more input rows than the old
     one: those rows start at zero, so the network starts out scoring as the old one did, and
     training finds their use."""
-    import tensorflow as tf  # heavy: loaded only where a checkpoint is read
-
     taken = {}          # variable ref -> (variable, its weights in each folder)
     for folder in folders:
-        checkpoints = os.path.join(folder, CHECKPOINTS)
-        prefix, _ = newest_whole(folder, lambda prefix: None)
-        if prefix is None:
-            raise InputError(f"--warm-start: no checkpoint in {checkpoints}")
-        reader = tf.train.load_checkpoint(prefix)
-        found = 0
-        for key, shape in reader.get_variable_to_shape_map().items():
-            path = key.split("/")
-            root = networks.get(path[1]) if path[0] == "agent" and len(path) > 2 else None
-            if root is None or "OPTIMIZER_SLOT" in path:
-                continue
-            variable = _tracked(root, path[2:path.index(".ATTRIBUTES")])
-            old, new = reader.get_tensor(key), tuple(variable.shape)
-            if old.shape != new:
-                if len(new) != 2 or old.shape[1] != new[1] or old.shape[0] > new[0]:
-                    raise InputError(f"--warm-start: {key} is {shape} in {checkpoints}, "
-                                     f"{list(new)} here; only inputs appended to the "
-                                     "observation carry over")
-                old = np.concatenate([old, np.zeros((new[0] - old.shape[0], new[1]),
-                                                    old.dtype)])
-            taken.setdefault(variable.ref(), (variable, []))[1].append(old)
-            found += 1
-        if not found:
-            raise InputError(f"--warm-start: {checkpoints} holds no policy network")
+        for variable, weights in _weights_in(folder, networks):
+            taken.setdefault(variable.ref(), (variable, []))[1].append(weights)
     for variable, weights in taken.values():
         if len(weights) != len(folders):
             raise InputError(f"--warm-start: {variable.name} is not in every one of "
                              f"{', '.join(folders)}: only networks of one kind average")
         variable.assign(np.mean(weights, axis=0))
+
+
+def _weights_in(folder: str, networks: dict) -> list:
+    """(variable of `networks`, its weights) for each weight of the newest whole checkpoint
+    in `folder`, with zero rows for inputs the observation has gained since."""
+    import tensorflow as tf  # heavy: loaded only where a checkpoint is read
+
+    checkpoints = os.path.join(folder, CHECKPOINTS)
+    prefix, _ = newest_whole(folder, lambda prefix: None)
+    if prefix is None:
+        raise InputError(f"--warm-start: no checkpoint in {checkpoints}")
+    reader = tf.train.load_checkpoint(prefix)
+    found = []
+    for key, shape in reader.get_variable_to_shape_map().items():
+        path = key.split("/")
+        root = networks.get(path[1]) if path[0] == "agent" and len(path) > 2 else None
+        if root is None or "OPTIMIZER_SLOT" in path:
+            continue
+        variable = _tracked(root, path[2:path.index(".ATTRIBUTES")])
+        old, new = reader.get_tensor(key), tuple(variable.shape)
+        if old.shape != new:
+            if len(new) != 2 or old.shape[1] != new[1] or old.shape[0] > new[0]:
+                raise InputError(f"--warm-start: {key} is {shape} in {checkpoints}, "
+                                 f"{list(new)} here; only inputs appended to the "
+                                 "observation carry over")
+            old = np.concatenate([old, np.zeros((new[0] - old.shape[0], new[1]), old.dtype)])
+        found.append((variable, old))
+    if not found:
+        raise InputError(f"--warm-start: {checkpoints} holds no policy network")
+    return found
 
 
 def _tracked(root, path: Sequence[str]):
