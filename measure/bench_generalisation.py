@@ -3,7 +3,7 @@
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
-        [--imitate-greedy] [--dagger]
+        [--imitate-greedy] [--dagger [PASSES]]
         [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
         [--passes N] [--climb S] [--exact S] [--judge held-out|trained] [--csv FILE]
 
@@ -75,9 +75,9 @@ def main(argv=None) -> int:
     parser.add_argument("--imitate-greedy", action="store_true",
                         help="imitate the simulator's greedy pass where it beats the warm "
                              "start's own decision (train's flag)")
-    parser.add_argument("--dagger", action="store_true",
-                        help="teach the lessons along the network's own walks too (train's "
-                             "flag)")
+    parser.add_argument("--dagger", metavar="PASSES", nargs="?", type=int, const=1, default=0,
+                        help="teach the lessons along the network's own walks of up to "
+                             "PASSES passes too (train's flag)")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-start", default=None, nargs="+", metavar="DIR",

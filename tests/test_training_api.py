@@ -61,7 +61,8 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     wherever that simulates within the factor of the best known decision, and the best known
     elsewhere; its greedy decision is where the exported policy's greedy episode ends. With
     imitate_greedy, the simulator's greedy pass is the lesson where it ends faster; with
-    dagger, those lessons are also taught along the network's own walks."""
+    dagger, those lessons are also taught along the network's own walks, and with dagger
+    passes > 1 every lesson is, over walks of up to that many passes."""
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
     from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
     from tf_placeto.policy.inference import greedy_placement
@@ -99,7 +100,14 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     assert result.log["imitation"][0]["taught"] == {
         name: count for name, count in (("simulated_greedy", faster),
                                         ("own", len(posed) - faster)) if count}
+    # walking again (dagger=2): every lesson is walked, the network's own too
+    again = tp.train(tp.TrainingPlan(out=str(tmp_path / "again"), steps=0, imitate=1,
+                                     imitate_own=1e9, imitate_greedy=True, warm_start=warm,
+                                     dagger=2, **corpus))
+    walked = sum(2 * problem.n_groups for problem in posed)
+    assert walked <= again.log["imitation"][0]["own_walk_moves"] <= 2 * walked
     for bad, message in ((dict(imitate_own=0.9, warm_start=warm), "at least 1"),
+                         (dict(dagger=-1), "--dagger PASSES: at least 1"),
                          (dict(imitate_own=1.1), "give --warm-start"),
                          (dict(imitate_greedy=True, warm_start=warm), "give --imitate-own"),
                          (dict(imitate_own=1.1, warm_start=warm, imitate=0, steps=1),

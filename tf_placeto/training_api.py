@@ -63,7 +63,8 @@ class TrainingPlan:
     imitate_own: float = 0.0             # keep the warm start's own decision within this
     #                                      factor of the best known (0: not asked)
     imitate_greedy: bool = False         # and the simulator's greedy pass's, where faster
-    dagger: bool = False                 # also teach lessons along the network's own walks
+    dagger: int = 0                      # also teach lessons along the network's own walks
+                                         # of up to this many passes (0: not)
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)
@@ -200,6 +201,8 @@ def _check(plan: TrainingPlan) -> None:
     if plan.imitate_greedy and not plan.imitate_own:
         raise InputError("--imitate-greedy offers a second teacher to --imitate-own: give "
                          "--imitate-own X too")
+    if plan.dagger < 0:
+        raise InputError(f"--dagger PASSES: at least 1, not {plan.dagger}")
     if plan.dagger and not plan.imitate:
         raise InputError("--dagger walks the network's own episodes before each epoch of "
                          "imitation: give --imitate E too")
@@ -232,7 +235,7 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
     taught, teachers = None, None
     if kinds == ["fast"] and not (plan.imitate_exact or plan.imitate_climb or plan.imitate_own):
         lessons = initial
-        followed = [plan.dagger] * len(lessons)
+        followed = [bool(plan.dagger)] * len(lessons)
     else:
         shown = progress(problems, desc="decisions to imitate", unit="problem")
         known = [best_known(problem, plan.imitate_exact, plan.imitate_climb,
@@ -245,9 +248,11 @@ def _imitate(trainer, plan: TrainingPlan, problems: list, kinds: list, initial: 
         taught = dict(collections.Counter(name for name, _ in known).most_common())
         log.info("imitation teaches the decisions of %s", ", ".join(
             f"{name} ({count} problems)" for name, count in taught.items()))
-        # the network's own moves need no walk of its own: they lead there already
-        followed = [plan.dagger and name != OWN for name, _ in known] * len(kinds)
-    trainer.demonstrate(lessons, teachers=teachers, followed=followed)
+        # the network's own first pass needs no walk of its own: it leads there already
+        followed = [bool(plan.dagger) and (name != OWN or plan.dagger > 1)
+                    for name, _ in known] * len(kinds)
+    trainer.demonstrate(lessons, teachers=teachers, followed=followed,
+                        passes=max(plan.dagger, 1))
     if imitating:
         with progress(total=plan.imitate, initial=len(trainer.imitation), unit="epoch",
                       desc="imitation") as bar:

@@ -98,6 +98,40 @@ def test_a_follower_walks_its_own_moves_and_is_taught_the_lesson_where_they_lead
     assert (right[1:n][~first].sum(axis=1) == problem.n_devices - 1).all()
 
 
+def test_a_follower_walking_again_is_taught_the_decision_in_its_later_passes(
+        policy_problems):
+    """With passes, the follower walks the groups again from where its pass ended, until a
+    pass moves no group; the first pass is taught the teacher's moves, a later one the
+    decision's devices as the first pass named them."""
+    problem = policy_problems[0]
+    last, n = problem.n_devices - 1, problem.n_groups
+    assert problem.interchangeable and problem.allowed[:, last].all()
+
+    class Always:
+        def __init__(self, device):
+            self.device = device
+
+        def action(self, observation, first):
+            return self.device
+
+    decision = problem.canonical(methods.place("m_etf", problem).group_devices)
+    recorded = Demonstrations.record([problem], [decision], starts=1, teachers=[Always(0)],
+                                     follower=Always(last), passes=3)
+    right = recorded.targets[0]
+    assert right.shape == (2 * n, problem.n_devices)    # the second pass moved nothing
+    assert (right[:n].argmax(axis=1) == 0).all() and (right[:n].sum(axis=1) == 1).all()
+    assert (recorded.observations[0]["group_device"][n:] == last).all()
+    # the first pass put every group on the last device: the decision's first device is it
+    ours = decision == decision[0]
+    assert (right[n:][ours].argmax(axis=1) == last).all()
+    assert (right[n:][ours].sum(axis=1) == 1).all()
+    assert (right[n:][~ours, last] == 0).all()
+    assert (right[n:][~ours].sum(axis=1) == problem.n_devices - 1).all()
+    once = Demonstrations.record([problem], [decision], starts=1, teachers=[Always(0)],
+                                 follower=Always(last))
+    np.testing.assert_array_equal(once.targets[0], right[:n])
+
+
 def test_dagger_epochs_also_teach_along_the_networks_own_walks(policy_problems, tmp_path):
     """Each epoch walks the followed problems' lessons where the network's greedy moves
     lead, and logs how many moves that added and how many it already got right."""

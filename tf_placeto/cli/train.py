@@ -86,11 +86,14 @@ def add_parser(subparsers) -> None:
                              "group to the device the simulator says is fastest) ends faster "
                              "than DIR's own decision, and within X times the best known, "
                              "imitation follows that pass instead")
-    parser.add_argument("--dagger", action="store_true",
+    parser.add_argument("--dagger", metavar="PASSES", nargs="?", type=count(1), const=1,
+                        default=TrainingPlan.dagger,
                         help="with --imitate: before each epoch, walk the network's own "
                              "greedy episodes too and teach the lesson where they lead "
                              "(DAgger), on every problem whose lesson is not the warm "
-                             "start's own moves")
+                             "start's own moves; with PASSES > 1, walks of up to PASSES "
+                             "passes over the groups (as place --passes), the later passes "
+                             "taught the lesson's decision on every problem")
     parser.add_argument("--real-steps", metavar="N", type=count(0),
                         default=TrainingPlan.real_steps,
                         help="after the simulated iterations, N more on each graph on the "

@@ -41,14 +41,15 @@ class Episode:
     """One pass over a problem's groups from a start placement (default: the view's fixed
     one), move by move."""
 
-    def __init__(self, view: GraphView, start: np.ndarray = None):
+    def __init__(self, view: GraphView, start: np.ndarray = None, evaluated: tuple = None):
+        """evaluated: (objective, simulation) of `start` where they are known already."""
         self.view = view
         if start is None:
             self.devices, self.value, self.result = (view.start.copy(), view.start_objective,
                                                      view.start_result)
         else:
             self.devices = np.asarray(start, np.int64).copy()
-            self.value, self.result = view.objective(self.devices)
+            self.value, self.result = evaluated or view.objective(self.devices)
         self.start = self.devices.copy()
         self.position = 0
         self.first = self.value
@@ -60,6 +61,15 @@ class Episode:
     @property
     def done(self) -> bool:
         return self.position == self.view.problem.n_groups
+
+    @property
+    def moved_any(self) -> bool:
+        """Whether the pass put any group elsewhere than its start did."""
+        return not np.array_equal(self.devices, self.start)
+
+    def next_pass(self) -> "Episode":
+        """Another pass over the groups from where this one ended (not simulated again)."""
+        return Episode(self.view, self.devices, (self.value, self.result))
 
     def observation(self) -> dict:
         return self.view.observation(self.devices, self.position, self.result, self._rows)
@@ -141,16 +151,16 @@ def greedy_walk(view: GraphView, policy, passes: int = 1) -> GreedyWalk:
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
     before = len(view.moves)
-    best, start = None, None
+    episode, best = Episode(view), None
     for walked in range(1, passes + 1):
-        episode = Episode(view, start)
+        if walked > 1:
+            episode = episode.next_pass()
         while not episode.done:
             episode.move(policy.action(episode.observation(), first=episode.position == 0))
         if best is None or episode.best[0] < best[0]:
             best = episode.best
-        if np.array_equal(episode.devices, episode.start):
+        if not episode.moved_any:
             break
-        start = episode.devices
     value, devices = best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
                       episode.value, episode.devices, walked)

@@ -67,7 +67,8 @@ class Demonstrations:
     @classmethod
     def record(cls, problems: Sequence[PlacementProblem], decisions: Sequence,
                starts: int = 2, seed: int = 0, shown: bool = True,
-               teachers: Sequence = None, follower=None) -> "Demonstrations":
+               teachers: Sequence = None, follower=None,
+               passes: int = 1) -> "Demonstrations":
         """Per problem, episodes that move each group to its device in the (canonical)
         decision: from `starts` random starts, from the decision itself and from every group
         on one device drawn at random (where it may), so that the network also sees the
@@ -81,7 +82,12 @@ class Demonstrations:
         being trained, as such a policy), the episodes from the random starts move where it
         does and only the targets are the lesson's (DAgger): a network taught only along
         the lesson's own walks meets, once its first move differs, states it was never
-        taught in. shown: with a progress bar (on a terminal)."""
+        taught in. passes: how many times the follower walks the groups (as `place
+        --passes`), each pass from where the one before ended, until one moves no group; in
+        the passes after the first, every move's lesson is the decision's device, teacher or
+        not: a teacher answers a state from its own first pass, and a network that walks
+        again must learn to finish the decision, not to start it anew (the shipped network's
+        later passes undo good first ones). shown: with a progress bar (on a terminal)."""
         stacked, demonstrated, canonicals = [], [], []
         lessons = list(zip(problems, decisions))
         if shown:
@@ -100,16 +106,22 @@ class Demonstrations:
             observations, targets = [], []
             for start in walks:
                 episode, renaming = Episode(view, start), _Renaming(problem, canonical)
-                while not episode.done:
-                    group = episode.position
-                    observations.append(episode.observation())
-                    if teacher is not None:
-                        targets.append(one_hot[teacher.action(observations[-1], group == 0)])
-                    else:
-                        targets.append(renaming.right(group))
-                    episode.move(int(targets[-1].argmax()) if follower is None
-                                 else follower.action(observations[-1], group == 0))
-                    renaming.moved(group, int(episode.devices[group]))
+                for walked in range(passes if follower is not None else 1):
+                    if walked and not episode.moved_any:
+                        break
+                    if walked:
+                        episode = episode.next_pass()
+                    while not episode.done:
+                        group = episode.position
+                        observations.append(episode.observation())
+                        if teacher is not None and not walked:
+                            targets.append(one_hot[teacher.action(observations[-1],
+                                                                  group == 0)])
+                        else:
+                            targets.append(renaming.right(group))
+                        episode.move(int(targets[-1].argmax()) if follower is None
+                                     else follower.action(observations[-1], group == 0))
+                        renaming.moved(group, int(episode.devices[group]))
             stacked.append({key: np.stack([o[key] for o in observations])
                             for key in observations[0]})
             demonstrated.append(np.stack(targets))

@@ -160,14 +160,18 @@ class Trainer:
         return len(self.history)
 
     def demonstrate(self, decisions: Sequence, starts: int = 2,
-                    teachers: Sequence = None, followed: Sequence[bool] = None) -> None:
+                    teachers: Sequence = None, followed: Sequence[bool] = None,
+                    passes: int = 1) -> None:
         """Record what imitation teaches: each group moved to its device in `decisions` (one
         per problem; imitation.py: walks from `starts` random starts, the decision and one
         device), or, where `teachers` (one per problem, or None) has one, that teacher's
         moves from those starts (Demonstrations.record). A problem posed from several starts
         is recorded once. Where `followed` (one per problem) is true, each epoch of
         imitation also teaches the lesson along the network's own greedy walks from
-        `starts` random starts, walked again before the epoch (DAgger: imitate())."""
+        `starts` random starts, walked again before the epoch (DAgger: imitate()), each of up
+        to `passes` passes over the groups (Demonstrations.record)."""
+        if passes < 1:
+            raise ValueError(f"passes must be at least 1, not {passes}")
         lessons = {}
         for index, (problem, decision) in enumerate(zip(self.problems, decisions)):
             lessons.setdefault(id(problem), _Lesson(problem, decision,
@@ -181,7 +185,7 @@ class Trainer:
         taught_us = [Objective(lesson.problem)(np.asarray(lesson.decision))[0]
                      for lesson in self._lessons]
         self.lesson_us = [taught_us[lesson] for lesson in self._lesson]    # per problem
-        self._demonstration_starts = starts
+        self._demonstration_starts, self._own_passes = starts, passes
 
     def _learn_from_best(self, problem: int) -> None:
         """Where an episode of `problem` has met a placement faster than its lesson, that
@@ -238,17 +242,17 @@ class Trainer:
         """The followed lessons along the greedy walks of the network as it is now: where its
         own moves lead, what the lesson does there."""
         return self._recorded([lesson for lesson in self._lessons if lesson.followed],
-                              seed=self.config.seed + epoch,
-                              starts=self._demonstration_starts, follower=self._greedy)
+                              seed=self.config.seed + epoch, starts=self._demonstration_starts,
+                              follower=self._greedy, passes=self._own_passes)
 
     @staticmethod
     def _recorded(lessons: Sequence[_Lesson], seed: int, starts: int,
-                  follower=None) -> Demonstrations:
+                  follower=None, passes: int = 1) -> Demonstrations:
         """The moves that teach `lessons` (Demonstrations.record)."""
         return Demonstrations.record([lesson.problem for lesson in lessons],
                                      [lesson.decision for lesson in lessons], starts,
                                      seed=seed, teachers=[lesson.teacher for lesson in lessons],
-                                     follower=follower)
+                                     follower=follower, passes=passes)
 
     def run(self, iterations: int, progress: Callable[[dict], None] = lambda row: None,
             checkpoint_every: int = 10, real: Optional[RealSteps] = None) -> list:
