@@ -64,7 +64,7 @@ class TrainingPlan:
     #                                      factor of the best known (0: not asked)
     imitate_greedy: bool = False         # and the simulator's greedy pass's, where faster
     dagger: int = 0                      # also teach lessons along the network's own walks
-                                         # of up to this many passes (0: not)
+    #                                      of up to this many passes (0: not)
     real_steps: int = 0                  # iterations measured for real, after the others
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)

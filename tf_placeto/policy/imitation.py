@@ -107,9 +107,9 @@ class Demonstrations:
             for start in walks:
                 episode, renaming = Episode(view, start), _Renaming(problem, canonical)
                 for walked in range(passes if follower is not None else 1):
-                    if walked and not episode.moved_any:
-                        break
                     if walked:
+                        if not episode.moved_any:
+                            break
                         episode = episode.next_pass()
                     while not episode.done:
                         group = episode.position
