@@ -65,10 +65,9 @@ def main(argv=None) -> int:
         devices, facts = inference.place(problem, policy, start=args.start,
                                          passes=args.passes)
         seconds.append(time.perf_counter() - start)
-        print(f"zero-shot placement: {seconds[-1]:.2f} s, {facts['passes']} passes; where "
-              f"the policy's episode ends "
-              f"{facts['policy_step_s'] * 1e3:.1f} ms, the best on its walk "
-              f"{facts['best_on_walk_step_s'] * 1e3:.1f} ms ({len(set(devices.tolist()))} "
+        print(f"zero-shot placement: {seconds[-1]:.2f} s, {facts['passes']} passes; where the "
+              f"policy's episode ends {facts['policy_step_s'] * 1e3:.1f} ms, the best on its "
+              f"walk {facts['best_on_walk_step_s'] * 1e3:.1f} ms ({len(set(devices.tolist()))} "
               "devices)")
     per_simulation = _median_seconds(lambda: problem.simulate(devices))
     observation = Episode(GraphView(problem)).observation()

@@ -219,9 +219,11 @@ def _report(table, judged: str, passes: int = 1) -> None:
               "by setting and device count:")
         print(_summary(table, ["setting", "devices"], figures, times).to_string(
             float_format=lambda v: f"{v:.3f}"))
-        for by in ("setting", "family", "all"):
-            print(f"\nby {by}:" if by != "all" else "\nover all problems:")
-            print(_summary(table.assign(all=judged), [by], figures, times).to_string(
+        labelled = table.assign(all=judged)
+        for title, by in (("by setting", "setting"), ("by family", "family"),
+                          ("over all problems", "all")):
+            print(f"\n{title}:")
+            print(_summary(labelled, [by], figures, times).to_string(
                 float_format=lambda v: f"{v:.3f}"))
     alone = table["policy_alone"]
     worst = table.loc[alone.idxmax()]

@@ -100,10 +100,11 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     assert result.log["imitation"][0]["taught"] == {
         name: count for name, count in (("simulated_greedy", faster),
                                         ("own", len(posed) - faster)) if count}
-    # walking again (dagger=2): every lesson is walked, the network's own too
+    # walking again (dagger=2): the network's own lessons (every one here, as in the loose
+    # run) are walked too
     again = tp.train(tp.TrainingPlan(out=str(tmp_path / "again"), steps=0, imitate=1,
-                                     imitate_own=1e9, imitate_greedy=True, warm_start=warm,
-                                     dagger=2, **corpus))
+                                     imitate_own=1e9, warm_start=warm, dagger=2, **corpus))
+    assert again.log["imitation"][0]["taught"] == {"own": len(posed)}
     walked = sum(2 * problem.n_groups for problem in posed)
     assert walked <= again.log["imitation"][0]["own_walk_moves"] <= 2 * walked
     for bad, message in ((dict(imitate_own=0.9, warm_start=warm), "at least 1"),

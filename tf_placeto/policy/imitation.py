@@ -86,8 +86,9 @@ class Demonstrations:
         --passes`), each pass from where the one before ended, until one moves no group; in
         the passes after the first, every move's lesson is the decision's device, teacher or
         not: a teacher answers a state from its own first pass, and a network that walks
-        again must learn to finish the decision, not to start it anew (the shipped network's
-        later passes undo good first ones). shown: with a progress bar (on a terminal)."""
+        again must learn to finish the decision, not to start it anew (docs/results/
+        generalisation.md, "Walking the groups again"). shown: with a progress bar (on a
+        terminal)."""
         stacked, demonstrated, canonicals = [], [], []
         lessons = list(zip(problems, decisions))
         if shown:
