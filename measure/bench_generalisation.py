@@ -148,10 +148,12 @@ def _trained(args, held_out: list) -> str:
 
 
 def _finished(out: str, args) -> bool:
-    """Whether the fold in `out` did all the iterations asked for."""
+    """Whether the fold in `out` did all the imitation epochs and iterations asked for."""
     from tf_placeto.policy.checkpoints import read_log
 
-    return len(read_log(os.path.join(out, "training.json")).get("iterations", [])) >= args.steps
+    log = read_log(os.path.join(out, "training.json"))
+    return (len(log.get("imitation", [])) >= args.imitate
+            and len(log.get("iterations", [])) >= args.steps)
 
 
 def best_direct(problem) -> tuple:
