@@ -118,16 +118,23 @@ def test_fine_tuning_walks_on_from_where_its_episodes_ended(trained, policy_prob
     """By default each fine-tuning episode starts where the one before ended (the walks go
     on improving one placement); "fixed" starts every one from the start placement. The
     policy's own configuration is kept otherwise."""
-    configs = []
+    configs, firsts = [], []
     real_trainer = training.Trainer
 
     def recording(problems, out, config, initial=None):
         configs.append(config)
+        firsts.append(initial[0])
         return real_trainer(problems, out, config, initial=initial)
 
     monkeypatch.setattr(training, "Trainer", recording)
+    problem = policy_problems[0]
+    start = np.zeros(problem.n_groups, np.int64)
+    walk = inference.greedy_placement(problem, trained, start, passes=2)
     kwargs = {} if restart == "previous" else {"restart": restart}
-    inference.fine_tuned_placement(policy_problems[0], trained, 1, **kwargs)
+    inference.fine_tuned_placement(problem, trained, 1, initial=start, greedy=walk, **kwargs)
     logged = checkpoints.read_log(f"{trained}/training.json")["config"]
     assert [c.restart for c in configs] == [restart]
+    assert walk.end_devices.any()           # the walk ended elsewhere than its start
+    np.testing.assert_array_equal(firsts[0],
+                                  walk.end_devices if restart == "previous" else start)
     assert configs[0].embedding == logged["embedding"] and configs[0].rounds == logged["rounds"]

@@ -130,6 +130,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
 
     walk = greedy or greedy_placement(problem, policy_dir, initial)
     devices, value, objectives = walk.devices, walk.value, walk.objectives
+    first = walk.end_devices if restart == "previous" else initial
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -140,7 +141,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
         # the network's own settings; not how its training began or what it imitated
         config = TrainingConfig(**{**logged, "seed": seed, "restart": restart,
                                    "warm_start": None, "keep_imitating": 0})
-        trainer = Trainer([problem], scratch, config, initial=[initial])
+        trainer = Trainer([problem], scratch, config, initial=[first])
         with progress(total=episodes, desc="placeto: fine-tuning", unit="iteration",
                       leave=False) as bar:
             def iterated(row):
