@@ -120,17 +120,17 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
     """(device per group, objective in us, objectives): the best placement met while training
     the policy further on `problem` for `episodes` iterations, or its greedy one if that is
     better; the objectives of the greedy episode's placements then the training's, in order.
-    The first episodes start from `initial` (default: a random placement), the later ones
-    where the one before ended (`restart`, starts.RESTARTS: "previous", so that the walks
-    go on improving one placement; "fixed": each from `initial`). `greedy`: what
-    greedy_placement gave from `initial`, if the caller has it. A progress bar shows on a
-    terminal."""
+    The first episodes start from `initial` (default: a random placement), as the greedy
+    walk did, the later ones where the one before ended (`restart`, starts.RESTARTS:
+    "previous", so that the walks go on improving one placement; "fixed": each from
+    `initial`); starting them where the greedy walk ended found less (docs/decisions.md,
+    "The learned policy"). `greedy`: what greedy_placement gave from `initial`, if the
+    caller has it. A progress bar shows on a terminal."""
     # heavy: tf-agents and TensorFlow, loaded only to fine-tune
     from tf_placeto.policy.training import Trainer, TrainingConfig
 
     walk = greedy or greedy_placement(problem, policy_dir, initial)
     devices, value, objectives = walk.devices, walk.value, walk.objectives
-    first = walk.end_devices if restart == "previous" else initial
     scratch = tempfile.mkdtemp(prefix="tf-placeto-finetune-")
     try:
         # the network and optimizer go on; the baselines belong to the graphs it trained on
@@ -141,7 +141,7 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
         # the network's own settings; not how its training began or what it imitated
         config = TrainingConfig(**{**logged, "seed": seed, "restart": restart,
                                    "warm_start": None, "keep_imitating": 0})
-        trainer = Trainer([problem], scratch, config, initial=[first])
+        trainer = Trainer([problem], scratch, config, initial=[initial])
         with progress(total=episodes, desc="placeto: fine-tuning", unit="iteration",
                       leave=False) as bar:
             def iterated(row):
