@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 
+from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode, SimulatedGreedy, greedy_walk
 from tf_placeto.policy.observation import GraphView
 
@@ -65,3 +66,44 @@ def test_a_pass_that_moves_no_group_ends_the_walk(policy_problems):
     still = greedy_walk(GraphView(problem, walk.end_devices), SimulatedGreedy(), passes=50)
     assert still.passes == 1                        # where it ended, no move is faster
     np.testing.assert_array_equal(still.end_devices, walk.end_devices)
+
+
+class _MovesEveryThird:
+    """A policy that moves every third group to the next device and leaves the others: a
+    walk with look-ahead both uses it (groups that stay) and cancels it (groups moved)."""
+
+    @staticmethod
+    def action(observation: dict, first: bool) -> int:
+        here = int(observation["candidates"][:, specs.SITS_THERE].argmax())
+        current = int(observation["features"][:, specs.CURRENT].argmax())
+        if current % 3:
+            return here
+        return (here + 1) % len(observation["device_mask"])
+
+
+def test_simulating_ahead_changes_nothing_a_walk_finds(policy_problems, monkeypatch):
+    """Look-ahead is a matter of time only: the same moves, evaluations, best and end."""
+    used = []
+    taken = Episode._simulated_ahead
+
+    def counted(episode):
+        had = episode._ahead is not None
+        ahead = taken(episode)
+        used.append((had, ahead is not None))
+        return ahead
+
+    monkeypatch.setattr(Episode, "_simulated_ahead", counted)
+    problem = policy_problems[1]
+    for policy in (_MovesEveryThird(), SimulatedGreedy()):
+        walked = greedy_walk(GraphView(problem), policy, passes=2)
+        view = GraphView(problem)
+        episode = Episode(view)             # no look-ahead
+        for walked_pass in range(walked.passes):
+            episode = episode.next_pass() if walked_pass else episode
+            while not episode.done:
+                episode.move(policy.action(episode.observation(), episode.position == 0))
+        np.testing.assert_array_equal(walked.end_devices, episode.devices)
+        assert walked.end_value == episode.value
+        np.testing.assert_array_equal(walked.objectives[1:], view.moves)
+        assert walked.value == min(walked.objectives)
+    assert (True, True) in used and (True, False) in used     # both used and cancelled

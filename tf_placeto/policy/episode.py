@@ -8,7 +8,12 @@ episode's first objective, which makes rewards comparable between graphs. Beside
 groups visited so far are list-scheduled where the episode put them (candidates.py): that is
 what the observation's device rows come from, together with the simulator's answer for each
 device (the placement with the current group moved there), so the move then costs no
-simulation of its own. Every placement simulated is an evaluation (GraphView.moves).
+simulation of its own. Every placement simulated is an evaluation (GraphView.moves). A walk
+whose moves a policy decides one at a time (a greedy walk, imitation's walks along the
+network's own moves) simulates ahead: while the policy decides a group, the next group's rows
+are simulated as if the group stays where it sits (what such a walk mostly does), and are
+used only if it does, so the walk's moves and figures are what they would be without it; a
+look-ahead not used is cancelled and counts as nothing.
 `greedy_walk` runs one greedy episode of a policy: the exported one when placing
 (inference.py), the network being trained when training judges it (training.py), or
 `SimulatedGreedy`, the rule that takes whichever device the simulator says is fastest, which
@@ -41,9 +46,14 @@ class Episode:
     """One pass over a problem's groups from a start placement (default: the view's fixed
     one), move by move."""
 
-    def __init__(self, view: GraphView, start: np.ndarray = None, evaluated: tuple = None):
-        """evaluated: (objective, simulation) of `start` where they are known already."""
+    def __init__(self, view: GraphView, start: np.ndarray = None, evaluated: tuple = None,
+                 look_ahead: bool = False):
+        """evaluated: (objective, simulation) of `start` where they are known already.
+        look_ahead: simulate the next group's rows while the current group is decided (the
+        module's doc); for walks whose moves are decided one at a time."""
         self.view = view
+        self._look_ahead = look_ahead
+        self._ahead = None         # (placement it assumed, futures of the next group's rows)
         if start is None:
             self.devices, self.value, self.result = (view.start.copy(), view.start_objective,
                                                      view.start_result)
@@ -69,7 +79,7 @@ class Episode:
 
     def next_pass(self) -> "Episode":
         """Another pass over the groups from where this one ended (not simulated again)."""
-        return Episode(self.view, self.devices, (self.value, self.result))
+        return Episode(self.view, self.devices, (self.value, self.result), self._look_ahead)
 
     def observation(self) -> dict:
         return self.view.observation(self.devices, self.position, self.result, self._rows)
@@ -95,12 +105,8 @@ class Episode:
         it may use (where it sits now is the placement as it is: no simulation)."""
         group, problem = self.position, self.view.problem
         here = int(self.devices[group])
-        others = [int(d) for d in np.flatnonzero(problem.allowed[group]) if d != here]
-        placements = []
-        for device in others:
-            placements.append(self.devices.copy())
-            placements[-1][group] = device
-        simulated = _SIMULATIONS.map(self.view.objective, placements)
+        others, placements = _others_placed(problem, self.devices, group)
+        simulated = self._simulated_ahead() or _SIMULATIONS.map(self.view.objective, placements)
         rows = self.candidates.rows(group, self.devices)    # while the simulations run
         self._offers = {here: (self.value, self.result)}
         values = np.full(problem.n_devices, np.inf)
@@ -112,7 +118,36 @@ class Episode:
             if outcome[0] < self.best[0]:
                 self.best = (outcome[0], devices)
         add_simulated(rows, values, self.value, self.candidates.scales.group_us[group])
+        if self._look_ahead and group + 1 < problem.n_groups:
+            self._ahead = (self.devices.copy(), [
+                _SIMULATIONS.submit(self.view.objective, placement)
+                for placement in _others_placed(problem, self.devices, group + 1)[1]])
         return rows
+
+    def _simulated_ahead(self):
+        """The current group's simulations started ahead, if the placement they assumed is
+        the episode's (in the order _device_rows asks for them); else None, and they are
+        cancelled."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        assumed, futures = ahead
+        if np.array_equal(assumed, self.devices):
+            return (future.result() for future in futures)
+        for future in futures:
+            future.cancel()
+        return None
+
+
+def _others_placed(problem, devices: np.ndarray, group: int) -> tuple:
+    """(the other devices `group` may use, `devices` with the group on each of them)."""
+    here = int(devices[group])
+    others = [int(d) for d in np.flatnonzero(problem.allowed[group]) if d != here]
+    placements = []
+    for device in others:
+        placements.append(devices.copy())
+        placements[-1][group] = device
+    return others, placements
 
 
 class GreedyWalk(NamedTuple):
@@ -151,7 +186,7 @@ def greedy_walk(view: GraphView, policy, passes: int = 1) -> GreedyWalk:
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
     before = len(view.moves)
-    episode, best = Episode(view), None
+    episode, best = Episode(view, look_ahead=True), None
     for walked in range(1, passes + 1):
         if walked > 1:
             episode = episode.next_pass()

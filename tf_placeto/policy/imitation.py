@@ -106,7 +106,8 @@ class Demonstrations:
             one_hot = np.eye(problem.n_devices, dtype=np.float32)
             observations, targets = [], []
             for start in walks:
-                episode, renaming = Episode(view, start), _Renaming(problem, canonical)
+                episode = Episode(view, start, look_ahead=follower is not None)
+                renaming = _Renaming(problem, canonical)
                 for walked in range(passes if follower is not None else 1):
                     if walked:
                         if not episode.moved_any:
