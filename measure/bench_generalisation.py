@@ -5,7 +5,8 @@
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
         [--imitate-greedy] [--dagger [PASSES]]
         [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
-        [--passes N] [--climb S] [--exact S] [--judge held-out|trained] [--csv FILE]
+        [--passes N] [--start-seed S ...] [--climb S] [--exact S] [--judge held-out|trained]
+        [--csv FILE]
 
 Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
 families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
@@ -23,25 +24,30 @@ the package's own, tf_placeto/policy/pretrained).
 Then, on every held-out family's models, per setting and device count, against the best
 algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
 m-topo, round-robin, random, single): the policy alone (one greedy episode from Placeto's
-random start, where it ends; with `--passes N`, of up to N passes over the groups, as
-`place --passes N`), the simulator's greedy pass from the same start (each group
-to the device the simulator says is fastest: episode.SimulatedGreedy, the rule a network
+random start, where it ends; with `--passes N`, of up to N passes over the groups, as `place
+--passes N`; with `--start-seed S ...`, from the random start each seed S draws instead of
+Placeto's fixed one, seed 0, which `place --start random` walks from, so that one draw's luck
+can be told from what the network does), the simulator's greedy pass from the same start (each
+group to the device the simulator says is fastest: episode.SimulatedGreedy, the rule a network
 must beat), the default placeto (`place --method placeto`: from the fast placers' best, the
-best placement met on the walk; with `--budget N`, fine-tuned N iterations on the problem
-from there, as `place --method placeto --budget N`), and with `--climb S` / `--exact S`
-hill_climb and the exact placer given S seconds; with the seconds each took to decide (and
-the placements the default placeto simulated).
+best placement met on the walk; with `--budget N`, fine-tuned N iterations on the problem from
+there, as `place --method placeto --budget N`), and with `--climb S` / `--exact S` hill_climb
+and the exact placer given S seconds; with the seconds each took to decide (and the placements
+the default placeto simulated).
 With `--judge trained`, the same figures on the fold's own training problems instead: how
 well the network learned what it was taught, apart from how it carries to new families.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device, and the passes it
 walked), per family and over all problems, and the issue's figure: over all rows, the policy
-alone's geometric mean and its worst row (and, with `--passes N`, how many walks took all N).
+alone's geometric mean and its worst row (and, with `--passes N`, how many walks took all N;
+with several start seeds, each start's figure and how many problems are above 1.10x from
+every start and from at least one).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -90,6 +96,9 @@ def main(argv=None) -> int:
     parser.add_argument("--passes", type=int, default=1, metavar="N",
                         help="the policy's greedy episodes (alone and in the placeto column) "
                              "walk the groups up to N times (place's flag)")
+    parser.add_argument("--start-seed", type=int, nargs="+", default=[0], metavar="S",
+                        help="the policy alone and the simulator's greedy pass walk from the "
+                             "random start of each seed S (default 0: Placeto's, place's)")
     parser.add_argument("--climb", type=float, default=0.0, metavar="S",
                         help="also hill_climb, S seconds per problem")
     parser.add_argument("--exact", type=float, default=0.0, metavar="S",
@@ -117,9 +126,10 @@ def main(argv=None) -> int:
         judged = (load_profiles(families=held_out) if args.judge == "held-out"
                   else load_profiles(without=held_out))
         problems = corpus_problems(judged, args.settings, args.counts)
-        for posed in problems:
-            row = {**posed.label(), **_judged(posed.problem, policy, args.climb, args.exact,
-                                              budget=args.budget, passes=args.passes)}
+        for posed, seed in itertools.product(problems, args.start_seed):
+            row = {**posed.label(), "start_seed": seed,
+                   **_judged(posed.problem, policy, args.climb, args.exact,
+                             budget=args.budget, passes=args.passes, start_seed=seed)}
             rows.append(row)
             say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in row.items()))
@@ -168,19 +178,20 @@ def best_direct(problem) -> tuple:
 
 
 def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
-            passes: int = 1) -> dict:
+            passes: int = 1, start_seed: int = 0) -> dict:
     """The figures of one problem (the module's doc), each against the best algorithm."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
     from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
     from tf_placeto.policy.observation import GraphView
-    from tf_placeto.policy.starts import fast_start
+    from tf_placeto.policy.starts import fast_start, start_placement
 
     best_name, best = best_direct(problem)
     chosen = inference.pretrained_policy() if policy == SHIPPED else policy
     row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
     start = time.perf_counter()
-    random_start = GraphView(problem)         # the policy and the rule walk from one start
+    # the policy and the rule walk from one start
+    random_start = GraphView(problem, start_placement(problem, start_seed))
     alone = greedy_walk(random_start, inference.loaded_policy(chosen), passes)
     row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
                policy_alone_devices=len(np.unique(alone.end_devices)),
@@ -208,7 +219,8 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
 
 def _report(table, judged: str, passes: int = 1) -> None:
     """Every row, the summaries, and the issue's figure over the `judged` families (with
-    how many of the policy's walks took all `passes` asked, where more than one)."""
+    how many of the policy's walks took all `passes` asked, where more than one); from
+    several random starts, each start's figure and how the problems fared across them."""
     import pandas as pd
 
     figures = [c for c in ("policy_alone", "simulated_greedy", "placeto", "hill_climb",
@@ -227,14 +239,36 @@ def _report(table, judged: str, passes: int = 1) -> None:
             print(f"\n{title}:")
             print(_summary(labelled, [by], figures, times).to_string(
                 float_format=lambda v: f"{v:.3f}"))
+    starts = table["start_seed"].nunique() if "start_seed" in table else 1
+    if starts > 1:
+        _across_starts(table)
     alone = table["policy_alone"]
     worst = table.loc[alone.idxmax()]
-    print(f"\nthe policy alone over {len(table)} problems of {table['family'].nunique()} "
+    counted = (f"{len(table)} problems" if starts == 1 else
+               f"{len(table)} walks ({len(table) // starts} problems, {starts} random starts)")
+    print(f"\nthe policy alone over {counted} of {table['family'].nunique()} "
           f"{judged} families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
           f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)"
           + (f"; {int((table['policy_alone_passes'] == passes).sum())} walks took all "
              f"{passes} passes" if passes > 1 else ""))
+
+
+def _across_starts(table) -> None:
+    """The policy alone from each random start, and per problem across the starts: the
+    geometric mean of its median walk, and how many problems are above 1.10x from every
+    start and from at least one."""
+    alone = table.pivot_table(index=["graph", "setting", "devices"], columns="start_seed",
+                              values="policy_alone")
+    above = (alone > 1.10).sum(axis=1)
+    print("\nthe policy alone from each random start (seed: geometric mean, above 1.10x): "
+          + ", ".join(f"{seed}: {np.exp(np.log(alone[seed]).mean()):.3f}x, "
+                      f"{int((alone[seed] > 1.10).sum())}" for seed in alone.columns))
+    median = alone.median(axis=1)
+    print(f"across the {alone.shape[1]} starts: each problem's median walk "
+          f"{np.exp(np.log(median).mean()):.3f}x, {int((median > 1.10).sum())} above 1.10x; "
+          f"{int((above == alone.shape[1]).sum())} problems above 1.10x from every start, "
+          f"{int((above > 0).sum())} from at least one")
 
 
 def _summary(table, by: list, figures: list, times: list):

@@ -101,3 +101,40 @@ def test_the_policy_alone_may_walk_the_groups_again():
     walk = inference.greedy_placement(posed.problem, inference.pretrained_policy(), passes=3)
     assert row["policy_alone_passes"] == walk.passes >= 2
     assert row["policy_alone"] == pytest.approx(walk.end_value / (row["best_algorithm_ms"] * 1e3))
+
+
+def test_the_policy_alone_may_walk_from_another_random_start():
+    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
+    from tf_placeto.policy import inference
+    from tf_placeto.policy.starts import start_placement
+
+    [posed] = corpus_problems(load_profiles(names=["lookup"]), ["k80"], [4])
+    policy = inference.pretrained_policy()
+    walks = [inference.greedy_placement(posed.problem, policy, start_placement(posed.problem, s))
+             for s in (0, 1)]
+    # the two starts' walks end apart here (checked, so that the test can tell them apart)
+    assert walks[0].end_value != pytest.approx(walks[1].end_value)
+    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                       start_seed=1)
+    assert row["policy_alone"] == pytest.approx(
+        walks[1].end_value / (row["best_algorithm_ms"] * 1e3))
+
+
+def test_the_policy_alone_is_judged_from_several_random_starts(tmp_path, capsys):
+    csv = tmp_path / "rows.csv"
+    assert bench_generalisation.main([
+        "--out", str(tmp_path / "folds"), "--policy", "shipped", "--held-out", "lookup",
+        "--settings", "k80", "--counts", "4", "--start-seed", "0", "1",
+        "--csv", str(csv)]) == 0
+    rows = pd.read_csv(csv)
+    assert rows["start_seed"].tolist() == [0, 1]
+    # from these two starts the walks end apart (the test above)
+    assert rows["policy_alone"].nunique() == 2
+    assert rows["placeto"].nunique() == 1          # the fast start's walk: no random start
+    out = capsys.readouterr().out
+    first, second = rows["policy_alone"]
+    assert (f"the policy alone from each random start (seed: geometric mean, above 1.10x): "
+            f"0: {first:.3f}x, {int(first > 1.10)}, 1: {second:.3f}x, {int(second > 1.10)}"
+            ) in out
+    assert "over 2 walks (1 problems, 2 random starts)" in out
+    assert "across the 2 starts: each problem's median walk" in out
