@@ -10,9 +10,11 @@ from tf_placeto.errors import InputError
 
 def test_fine_tuning_is_counted_against_the_step_scratch_reached(tmp_path, capsys):
     csv = tmp_path / "rows.csv"
-    assert bench_finetune.main(["--problems", "lookup:k80:2",
-                                "--iterations", "1", "--csv", str(csv)]) == 0
-    row = pd.read_csv(csv).iloc[0]
+    assert bench_finetune.main(["--problems", "lookup:k80:2", "--iterations", "1",
+                                "--seeds", "2", "--first-seed", "3", "--csv", str(csv)]) == 0
+    rows = pd.read_csv(csv)
+    assert list(rows["seed"]) == [3, 4]
+    row = rows.iloc[0]
     assert (row["graph"], row["setting"], row["devices"]) == ("lookup", "k80", 2)
     # the start, then one iteration of four episodes, each move of each a placement
     assert row["scratch_evaluations"] >= 5 and row["start"] > 0
@@ -23,6 +25,7 @@ def test_fine_tuning_is_counted_against_the_step_scratch_reached(tmp_path, capsy
         assert row["ratio"] == row["fine_tuned_to_scratch_5pct"] / row["scratch_to_5pct"]
     out = capsys.readouterr().out
     assert "fine-tuned within 5% of scratch's final step in at most a fifth" in out
+    assert "median ratio over 2 seeds per problem" in out and "lookup " in out
 
 
 def test_a_problem_is_named_by_model_setting_and_devices():
