@@ -47,7 +47,6 @@ every start and from at least one).
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 import time
@@ -126,13 +125,14 @@ def main(argv=None) -> int:
         judged = (load_profiles(families=held_out) if args.judge == "held-out"
                   else load_profiles(without=held_out))
         problems = corpus_problems(judged, args.settings, args.counts)
-        for posed, seed in itertools.product(problems, args.start_seed):
-            row = {**posed.label(), "start_seed": seed,
-                   **_judged(posed.problem, policy, args.climb, args.exact,
-                             budget=args.budget, passes=args.passes, start_seed=seed)}
-            rows.append(row)
-            say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                          for k, v in row.items()))
+        for posed in problems:
+            for judged_row in _judged(posed.problem, policy, args.climb, args.exact,
+                                      budget=args.budget, passes=args.passes,
+                                      start_seeds=args.start_seed):
+                row = {**posed.label(), **judged_row}
+                rows.append(row)
+                say(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in row.items()))
     table = pd.DataFrame(rows)
     if args.csv:
         table.to_csv(args.csv, index=False)
@@ -178,28 +178,17 @@ def best_direct(problem) -> tuple:
 
 
 def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
-            passes: int = 1, start_seed: int = 0) -> dict:
-    """The figures of one problem (the module's doc), each against the best algorithm."""
+            passes: int = 1, start_seeds=(0,)) -> list:
+    """The figures of one problem (the module's doc), each against the best algorithm: a row
+    per random start in `start_seeds`; what walks from no random start (the best algorithm,
+    the default placeto, the climb, the exact placer) decided once and given to each."""
     from tf_placeto import methods
     from tf_placeto.policy import inference
-    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
-    from tf_placeto.policy.observation import GraphView
-    from tf_placeto.policy.starts import fast_start, start_placement
+    from tf_placeto.policy.starts import fast_start
 
     best_name, best = best_direct(problem)
     chosen = inference.pretrained_policy() if policy == SHIPPED else policy
-    row = {"best_algorithm": best_name, "best_algorithm_ms": best / 1e3}
-    start = time.perf_counter()
-    # the policy and the rule walk from one start
-    random_start = GraphView(problem, start_placement(problem, start_seed))
-    alone = greedy_walk(random_start, inference.loaded_policy(chosen), passes)
-    row.update(policy_alone=alone.end_value / best, policy_alone_s=time.perf_counter() - start,
-               policy_alone_devices=len(np.unique(alone.end_devices)),
-               policy_alone_passes=alone.passes)
-    start = time.perf_counter()
-    rule = greedy_walk(random_start, SimulatedGreedy())
-    row.update(simulated_greedy=rule.end_value / best,
-               simulated_greedy_s=time.perf_counter() - start)
+    row = {}
     start = time.perf_counter()
     initial = fast_start(problem)[1]
     walk = inference.greedy_placement(problem, chosen, initial, passes)
@@ -214,7 +203,29 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
             decided = methods.place(name, problem, time_limit=seconds)
             row[name] = problem.simulate(decided.group_devices).step_time_us / best
             row[f"{name}_s"] = decided.decide_s
-    return row
+    return [{"start_seed": seed, "best_algorithm": best_name, "best_algorithm_ms": best / 1e3,
+             **_from_random_start(problem, chosen, best, passes, seed), **row}
+            for seed in start_seeds]
+
+
+def _from_random_start(problem, policy_dir: str, best: float, passes: int, seed: int) -> dict:
+    """The policy alone and the simulator's greedy rule, each walked from the random start
+    of `seed`, against the best algorithm's `best` us."""
+    from tf_placeto.policy import inference
+    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
+    from tf_placeto.policy.observation import GraphView
+    from tf_placeto.policy.starts import start_placement
+
+    start = time.perf_counter()
+    random_start = GraphView(problem, start_placement(problem, seed))   # one start for both
+    alone = greedy_walk(random_start, inference.loaded_policy(policy_dir), passes)
+    row = {"policy_alone": alone.end_value / best, "policy_alone_s": time.perf_counter() - start,
+           "policy_alone_devices": len(np.unique(alone.end_devices)),
+           "policy_alone_passes": alone.passes}
+    start = time.perf_counter()
+    rule = greedy_walk(random_start, SimulatedGreedy())
+    return {**row, "simulated_greedy": rule.end_value / best,
+            "simulated_greedy_s": time.perf_counter() - start}
 
 
 def _report(table, judged: str, passes: int = 1) -> None:
@@ -239,7 +250,7 @@ def _report(table, judged: str, passes: int = 1) -> None:
             print(f"\n{title}:")
             print(_summary(labelled, [by], figures, times).to_string(
                 float_format=lambda v: f"{v:.3f}"))
-    starts = table["start_seed"].nunique() if "start_seed" in table else 1
+    starts = table["start_seed"].nunique()
     if starts > 1:
         _across_starts(table)
     alone = table["policy_alone"]

@@ -56,7 +56,7 @@ def test_the_policy_alone_is_where_its_episode_ends():
     # on this problem the shipped network's walk meets its best point on 8 devices and ends
     # on 7 (checked below, so that the test can tell the two apart)
     [posed] = corpus_problems(load_profiles(names=["control_flow"]), ["k80"], [8])
-    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
+    [row] = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
     walk = inference.greedy_placement(posed.problem, inference.pretrained_policy())
     assert row["policy_alone"] == pytest.approx(walk.end_value / (row["best_algorithm_ms"] * 1e3))
     assert len(set(walk.devices.tolist())) != len(set(walk.end_devices.tolist()))
@@ -67,9 +67,9 @@ def test_a_budget_fine_tunes_the_default_placeto_from_its_walk():
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
 
     [posed] = corpus_problems(load_profiles(families=["lookup"]), ["k80"], [2])
-    walked = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
-    tuned = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
-                                         budget=2)
+    [walked] = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0)
+    [tuned] = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                           budget=2)
     assert tuned["policy_alone"] == walked["policy_alone"]      # the budget is placeto's only
     assert tuned["placeto"] <= walked["placeto"]      # the walk's best, or better if tuned
     assert tuned["placeto_evaluations"] > walked["placeto_evaluations"] > 1
@@ -96,8 +96,8 @@ def test_the_policy_alone_may_walk_the_groups_again():
     from tf_placeto.policy import inference
 
     [posed] = corpus_problems(load_profiles(names=["control_flow"]), ["k80"], [8])
-    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
-                                       passes=3)
+    [row] = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                         passes=3)
     walk = inference.greedy_placement(posed.problem, inference.pretrained_policy(), passes=3)
     assert row["policy_alone_passes"] == walk.passes >= 2
     assert row["policy_alone"] == pytest.approx(walk.end_value / (row["best_algorithm_ms"] * 1e3))
@@ -114,8 +114,8 @@ def test_the_policy_alone_may_walk_from_another_random_start():
              for s in (0, 1)]
     # the two starts' walks end apart here (checked, so that the test can tell them apart)
     assert walks[0].end_value != pytest.approx(walks[1].end_value)
-    row = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
-                                       start_seed=1)
+    [row] = bench_generalisation._judged(posed.problem, "shipped", climb=0.0, exact=0.0,
+                                         start_seeds=[1])
     assert row["policy_alone"] == pytest.approx(
         walks[1].end_value / (row["best_algorithm_ms"] * 1e3))
 
