@@ -5,8 +5,8 @@
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
         [--imitate-greedy] [--dagger [PASSES]]
         [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
-        [--passes N] [--start-seed S ...] [--climb S] [--exact S] [--judge held-out|trained]
-        [--csv FILE]
+        [--passes N] [--start-seed S ...] [--climb S] [--exact S]
+        [--judge held-out|trained|audit] [--csv FILE]
 
 Over the corpus's compact profiles (tf_placeto/examples/corpus_profiles: real models of many
 families, profiled once; tf_placeto.placers.corpus_problems poses them on each setting and
@@ -36,6 +36,10 @@ and the exact placer given S seconds; with the seconds each took to decide (and 
 the default placeto simulated).
 With `--judge trained`, the same figures on the fold's own training problems instead: how
 well the network learned what it was taught, apart from how it carries to new families.
+With `--judge audit`, on the audit set's models (tf_placeto/examples/audit.py: families none
+of the corpus's, which no policy trains on and no choice is made by), by one fold (`--folds
+one`, whatever is asked) or `--policy`: how a policy already chosen carries to families
+nobody looked at while choosing it.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device, and the passes it
 walked), per family and over all problems, and the issue's figure: over all rows, the policy
@@ -57,6 +61,7 @@ from measure import say
 
 DIRECT = ("m_etf", "m_sct", "heft", "metis", "m_topo", "round_robin", "random", "single")
 SHIPPED = "shipped"
+JUDGED = {"held-out": "unseen", "trained": "trained-on", "audit": "audit"}   # --judge: title
 
 
 def main(argv=None) -> int:
@@ -102,10 +107,11 @@ def main(argv=None) -> int:
                         help="also hill_climb, S seconds per problem")
     parser.add_argument("--exact", type=float, default=0.0, metavar="S",
                         help="also the exact placer, S seconds per problem")
-    parser.add_argument("--judge", choices=("held-out", "trained"), default="held-out",
-                        help="judge the held-out families' problems (the default: zero-shot) "
-                             "or the fold's own training problems (how well the network "
-                             "learned what it was taught)")
+    parser.add_argument("--judge", choices=tuple(JUDGED), default="held-out",
+                        help="judge the held-out families' problems (the default: zero-shot), "
+                             "the fold's own training problems (how well the network learned "
+                             "what it was taught) or the audit set's (families no choice was "
+                             "made by)")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
 
@@ -114,15 +120,18 @@ def main(argv=None) -> int:
     _quiet.set_tensorflow_environment()
     import pandas as pd
 
+    from tf_placeto.examples import audit
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
 
     load_profiles(families=args.held_out)           # refuse an unknown family before training
-    folds = ([[family] for family in args.held_out] if args.folds == "each"
+    folds = ([[family] for family in args.held_out]
+             if args.folds == "each" and args.judge != "audit"     # the audit set: judged once
              else [list(args.held_out)])
     rows = []
     for held_out in folds:
         policy = args.policy or _trained(args, held_out)
-        judged = (load_profiles(families=held_out) if args.judge == "held-out"
+        judged = (load_profiles(audit.PROFILES) if args.judge == "audit"
+                  else load_profiles(families=held_out) if args.judge == "held-out"
                   else load_profiles(without=held_out))
         problems = corpus_problems(judged, args.settings, args.counts)
         for posed in problems:
@@ -136,7 +145,7 @@ def main(argv=None) -> int:
     table = pd.DataFrame(rows)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    _report(table, "unseen" if args.judge == "held-out" else "trained-on", args.passes)
+    _report(table, JUDGED[args.judge], args.passes)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Build the corpus of real graphs (tf_placeto.examples.corpus) as compact cost profiles.
 
-    python -m measure.build_corpus --out DIR [--only NAME ...]
+    python -m measure.build_corpus --out DIR [--audit] [--only NAME ...]
     python -m measure.build_corpus --out DIR --cluster-runtime [--cluster local:2]
 
 Each model is built in a child process (a SavedModel, cached as measure/real_models.py's),
@@ -9,7 +9,9 @@ for a simulated corpus, two logical CPUs of one process (as the policy tests' pr
 kept as DIR/NAME.npz (tf_placeto.placers.compact), written whole or not at all. Models whose
 file is already there are kept; one that fails to build or profile is reported and skipped
 (the command then exits 1). DIR/manifest.csv lists every profile in DIR: name, family, ops,
-groups, bytes, and the seconds its build and profile took here.
+groups, bytes, and the seconds its build and profile took here. With --audit, the models are
+the audit set's (tf_placeto.examples.audit: families nothing is trained on or chosen by),
+kept in a folder of their own.
 
 With --cluster-runtime, one model (CLUSTER_MODEL) is profiled and calibrated on a cluster
 (default local:2: two one-core worker processes) instead, and what the calibration measured
@@ -32,7 +34,8 @@ import pandas as pd
 
 from tf_placeto.cache import build_once, cache_dir
 from tf_placeto.errors import InputError, first_line
-from tf_placeto.examples.corpus import MODELS, SIGNATURE, save
+from tf_placeto.examples import audit, corpus
+from tf_placeto.examples.corpus import SIGNATURE
 from tf_placeto.files import write_atomically
 from tf_placeto.graph.grouping import DEFAULT_MAX_GROUPS
 from tf_placeto.graph.sources import Source
@@ -47,9 +50,23 @@ CLUSTER_MODEL = "transformer_encoder"   # small (243 ops), with many tensors to 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _model(name: str):
+    """The corpus's or the audit set's model of that name (the two share no name)."""
+    return corpus.MODELS[name] if name in corpus.MODELS else audit.MODELS[name]
+
+
+def save(name: str, out: str) -> None:
+    """Build the model and save it with its SIGNATURE signature (in the child)."""
+    builder = _model(name).builder
+    import tensorflow as tf  # heavy: loaded by the builders only
+
+    module = builder()
+    tf.saved_model.save(module, out, signatures={SIGNATURE: module.serve})
+
+
 def build(name: str) -> str:
     """The model's SavedModel, built now in a child process when this version has none."""
-    model = MODELS[name]
+    model = _model(name)
     path = cache_dir("corpus", f"{name}-v{model.version}"
                                f"-tf{importlib.metadata.version('tensorflow')}")
     return build_once(path, "measure.build_corpus", ["--save", name], name, cwd=REPOSITORY)
@@ -68,7 +85,7 @@ def profile_model(name: str, runtime, cache: Optional[str] = None,
     """Build, import, group and profile one model: its compact profile (not saved)."""
     from tf_placeto.workload import load_workload
 
-    model = MODELS[name]
+    model = _model(name)
     start = time.monotonic()
     path = build(name)
     built = time.monotonic()
@@ -83,14 +100,17 @@ def profile_model(name: str, runtime, cache: Optional[str] = None,
 
 
 def build_corpus(out: str, names: Optional[Sequence[str]] = None, runtime=None,
-                 cache: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS) -> dict:
-    """Profile every model of `names` (default: all) whose file `out` lacks; {name: why}
-    for those that failed. The manifest is written again after each model."""
-    names = list(MODELS) if names is None else list(names)
-    unknown = sorted(set(names) - set(MODELS))
+                 cache: Optional[str] = None, max_groups: int = DEFAULT_MAX_GROUPS,
+                 audit_set: bool = False) -> dict:
+    """Profile every model of `names` (default: all of the corpus, or of the audit set) whose
+    file `out` lacks; {name: why} for those that failed. The manifest is written again after
+    each model."""
+    models = audit.MODELS if audit_set else corpus.MODELS
+    names = list(models) if names is None else list(names)
+    unknown = sorted(set(names) - set(models))
     if unknown:
-        raise InputError(f"unknown corpus models {', '.join(unknown)} "
-                         f"(known: {', '.join(MODELS)})")
+        raise InputError(f"unknown {'audit' if audit_set else 'corpus'} models "
+                         f"{', '.join(unknown)} (known: {', '.join(models)})")
     runtime = runtime or default_runtime()
     failed = {}
     with progress(names, desc="corpus", unit="model") as bar:
@@ -141,9 +161,9 @@ def _whole(path: str) -> bool:
 
 
 def manifest(out: str) -> pd.DataFrame:
-    """One row per compact profile in `out` (COLUMNS), in the registry's order."""
+    """One row per compact profile in `out` (COLUMNS), in the registries' order."""
     rows = []
-    for name in MODELS:
+    for name in [*corpus.MODELS, *audit.MODELS]:
         path = os.path.join(out, name + SUFFIX)
         if os.path.isfile(path):
             meta = CompactProfile.load(path).meta
@@ -162,6 +182,9 @@ def write_manifest(out: str) -> pd.DataFrame:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="the folder of the compact profiles")
+    parser.add_argument("--audit", action="store_true",
+                        help="the audit set's models (tf_placeto/examples/audit.py), not the "
+                        "corpus's")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these models alone")
     parser.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS)
     parser.add_argument("--cache", help="the profiles' cache (default: tf_placeto's)")
@@ -184,7 +207,8 @@ def main(argv=None) -> int:
         print(f"{record['runtime']}, profiled on {record['model']}: "
               + Calibration(**record["calibration"]).describe())
         return 0
-    failed = build_corpus(args.out, args.only, cache=args.cache, max_groups=args.max_groups)
+    failed = build_corpus(args.out, args.only, cache=args.cache, max_groups=args.max_groups,
+                          audit_set=args.audit)
     table = write_manifest(args.out)
     print(table.to_string(index=False))
     print(f"{len(table)} profiles, {table['bytes'].sum() / 2**20:.2f} MiB in all"

@@ -1,6 +1,8 @@
 """measure/bench_generalisation.py: a held-out family judged against the best algorithm in
 each setting, the figures the issue asks for printed and kept."""
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -47,6 +49,24 @@ def test_a_fold_can_be_judged_on_its_own_training_problems(tmp_path, capsys):
         "--csv", str(csv)]) == 0
     assert pd.read_csv(csv)["graph"].tolist() == ["lookup"]
     assert "problems of 1 trained-on families" in capsys.readouterr().out
+
+
+def test_a_policy_can_be_judged_on_the_audit_set(tmp_path, monkeypatch, capsys):
+    """--judge audit: the audit set's profiles (here one of them), whatever is held out."""
+    import shutil
+
+    from tf_placeto.examples import audit
+
+    folder = tmp_path / "audit"
+    folder.mkdir()
+    shutil.copy(os.path.join(audit.PROFILES, "siamese.npz"), folder)
+    monkeypatch.setattr(audit, "PROFILES", str(folder))
+    csv = tmp_path / "rows.csv"
+    assert bench_generalisation.main([
+        "--out", str(tmp_path / "folds"), "--policy", "shipped", "--settings", "k80",
+        "--counts", "2", "--judge", "audit", "--csv", str(csv)]) == 0
+    assert pd.read_csv(csv)[["graph", "family"]].values.tolist() == [["siamese", "siamese"]]
+    assert "problems of 1 audit families" in capsys.readouterr().out
 
 
 def test_the_policy_alone_is_where_its_episode_ends():

@@ -45,6 +45,10 @@ def test_a_model_is_built_profiled_and_kept_and_a_broken_one_skipped(
 def test_an_unknown_model_is_refused_before_anything_is_built(tmp_path):
     with pytest.raises(InputError, match="unknown corpus models nonesuch"):
         build_corpus.build_corpus(str(tmp_path), ["nonesuch"])
+    with pytest.raises(InputError, match="unknown corpus models unet"):     # an audit model
+        build_corpus.build_corpus(str(tmp_path), ["unet"])
+    with pytest.raises(InputError, match="unknown audit models resnet50"):
+        build_corpus.build_corpus(str(tmp_path), ["resnet50"], audit_set=True)
     assert not os.listdir(tmp_path)
 
 

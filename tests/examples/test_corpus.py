@@ -1,14 +1,13 @@
-"""The corpus of real graphs: its registry, and the compact profiles committed beside it."""
+"""The corpus of real graphs and the audit set: their registries, and the compact profiles
+committed beside them."""
 
 import os
 
 import pandas as pd
 import pytest
 
-from tf_placeto.examples import corpus, held_out
+from tf_placeto.examples import audit, corpus, held_out
 from tf_placeto.placers.compact import SUFFIX, CompactProfile
-
-MANIFEST = os.path.join(corpus.PROFILES, "manifest.csv")
 
 
 def test_every_model_has_a_unique_name_and_a_known_family():
@@ -32,18 +31,33 @@ def test_held_out_and_enas_models_are_reused_not_copied():
     assert {m.builder.args[0] for m in enas} == set(corpus.ENAS_FAMILIES)
 
 
-def test_the_manifest_lists_the_committed_profiles_as_they_are():
+@pytest.mark.parametrize("folder, models, least", [(corpus.PROFILES, corpus.MODELS, 12),
+                                                     (audit.PROFILES, audit.MODELS, 6)])
+def test_the_manifest_lists_the_committed_profiles_as_they_are(folder, models, least):
     """Each committed file loads, names the model and family the registry gives it, and
     holds the ops and groups the manifest says; all of them together stay small."""
-    table = pd.read_csv(MANIFEST)
-    files = sorted(name for name in os.listdir(corpus.PROFILES) if name.endswith(SUFFIX))
-    assert sorted(table["name"] + SUFFIX) == files and len(files) >= 12
+    table = pd.read_csv(os.path.join(folder, "manifest.csv"))
+    files = sorted(name for name in os.listdir(folder) if name.endswith(SUFFIX))
+    assert sorted(table["name"] + SUFFIX) == files and len(files) >= least
     for row in table.itertuples():
-        profile = CompactProfile.load(os.path.join(corpus.PROFILES, row.name + SUFFIX))
-        assert (profile.name, profile.family) == (row.name, corpus.MODELS[row.name].family)
+        profile = CompactProfile.load(os.path.join(folder, row.name + SUFFIX))
+        assert (profile.name, profile.family) == (row.name, models[row.name].family)
         assert (profile.meta["ops"], profile.meta["groups"]) == (row.ops, row.groups)
-        assert os.path.getsize(os.path.join(corpus.PROFILES, row.name + SUFFIX)) == row.bytes
+        assert os.path.getsize(os.path.join(folder, row.name + SUFFIX)) == row.bytes
     assert table["bytes"].sum() < 5 * 2**20
+
+
+def test_the_audit_set_shares_no_family_or_name_with_the_corpus():
+    """What the policy trains on (the corpus) never holds an audit family or model."""
+    from tf_placeto.placers.corpus_problems import load_profiles
+
+    assert len(audit.MODELS) == len(audit.ENTRIES), "two entries share a name"
+    assert {m.family for m in audit.ENTRIES} == set(audit.FAMILIES)
+    assert not set(audit.FAMILIES) & set(corpus.FAMILIES)
+    assert not set(audit.MODELS) & set(corpus.MODELS)
+    trained_on = load_profiles()
+    assert not {p.family for p in trained_on} & set(audit.FAMILIES)
+    assert {p.family for p in load_profiles(audit.PROFILES)} == set(audit.FAMILIES)
 
 
 @pytest.mark.parametrize("name", ["wide_and_deep", "control_flow"])

@@ -87,7 +87,7 @@ def language_model(blocks: int = 2, seq: int = 32, d_model: int = 64, heads: int
     tokens = keras.Input((seq,), dtype="int32")
     model = keras.Model(tokens, _decoder_body(keras, tokens, None, blocks, seq, d_model, heads,
                                               vocab))
-    return _adam_step(model, ((batch_size, seq), "int32"))
+    return adam_step(model, ((batch_size, seq), "int32"))
 
 
 def dlrm(tables: int = 8, rows: int = 10_000, width: int = 16, dense: int = 13,
@@ -106,7 +106,7 @@ def dlrm(tables: int = 8, rows: int = 10_000, width: int = 16, dense: int = 13,
     interactions = layers.Flatten()(layers.Dot(axes=2)([stacked, stacked]))
     top = layers.Dense(64, activation="relu")(layers.Concatenate()([bottom, interactions]))
     model = keras.Model([features, ids], layers.Dense(1)(top))
-    return _adam_step(model, ((batch_size, dense), "float32"), ((batch_size, tables), "int32"),
+    return adam_step(model, ((batch_size, dense), "float32"), ((batch_size, tables), "int32"),
                       labels=((batch_size, 1), "float32"), binary=True)
 
 
@@ -127,7 +127,7 @@ def wide_and_deep(tables: int = 6, rows: int = 5_000, width: int = 32, batch_siz
     return held_out._keras_inference(keras.Model(ids, logit), batch_size, dtype="int32")
 
 
-def _adam_step(model, *inputs, labels=None, binary: bool = False):
+def adam_step(model, *inputs, labels=None, binary: bool = False):
     """A tf.Module whose `serve` is one Adam step of `model` on `inputs` ((shape, dtype)) and
     `labels` (default: integer labels shaped like the last input, as a language model's next
     tokens); the loss returned. The Keras model stays untracked, its weights are kept."""
@@ -278,11 +278,3 @@ def families_of() -> dict:
         grouped.setdefault(model.family, []).append(model.name)
     return grouped
 
-
-def save(name: str, out: str) -> None:
-    """Build the model and save it with its SIGNATURE signature (in the child)."""
-    builder = MODELS[name].builder
-    import tensorflow as tf  # heavy: loaded by the builders only
-
-    module = builder()
-    tf.saved_model.save(module, out, signatures={SIGNATURE: module.serve})
