@@ -9,7 +9,8 @@ The Placeto paper's claim, on the corpus's real models (compact profiles): a pol
 on other graphs and fine-tuned on a new one reaches a good placement in a fraction of the
 evaluations a network trained from scratch needs. The default problems are models of
 families the shipped network was trained without, on settings where Placeto's random start
-is far from the best algorithm (1.36x to 1.89x), so that there is something to learn. Per
+is far from the best algorithm (1.36x to 1.89x), so that there is something to learn; a
+MODEL may be one of the audit set's too (tf_placeto/examples/audit.py). Per
 problem and seed s (`--seeds` of them from `--first-seed`), from the random start of that seed,
 in turns:
 - scratch: a new network trained on the problem alone for `--iterations` iterations, each
@@ -101,8 +102,10 @@ def main(argv=None) -> int:
 
 
 def _posed(problems: list) -> list:
-    """The corpus problem of each MODEL:SETTING:DEVICES (the profiles read once)."""
+    """The corpus problem of each MODEL:SETTING:DEVICES, of the corpus or of the audit set
+    (the profiles read once)."""
     from tf_placeto.errors import InputError
+    from tf_placeto.examples import audit
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
 
     asked = [text.split(":") for text in problems]
@@ -110,7 +113,10 @@ def _posed(problems: list) -> list:
         if len(parts) != 3 or not parts[2].isdigit():
             raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
                              "e.g. lstm:one_process:4")
-    profiles = {p.name: p for p in load_profiles(names={model for model, _, _ in asked})}
+    named = {model for model, _, _ in asked}
+    profiles = {p.name: p for folder, names in ((None, named - set(audit.MODELS)),
+                                                (audit.PROFILES, named & set(audit.MODELS)))
+                if names for p in load_profiles(folder, names=names)}
     return [posed for model, setting, devices in asked
             for posed in corpus_problems([profiles[model]], [setting], [int(devices)])]
 

@@ -4,7 +4,8 @@
                                       [--timeout 1800] [--budget 120] [--json FILE]
                                       [--place-args "--method placeto --start random"]
 
-For each model of measure/real_models.py (built once, cached), one at a time, runs
+For each model of measure/real_models.py (built once, cached; by default the real set, and
+`--models` may name the audit set's too), one at a time, runs
 `tf-placeto place SOURCE --cluster local:2 --json --out OUT [PLACE-ARGS]` (the default
 `place` unless --place-args chooses a method or its options) and reads what it claims:
 predicted and measured step as written -> placed, and, when it gives them, whether it wrote a
@@ -207,7 +208,8 @@ def geometric_mean_ratio(rows: list) -> tuple:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(real_models.MODELS),
-                        help="comma-separated names (default: all of measure/real_models.py)")
+                        help="comma-separated names (default: all of measure/real_models.py; "
+                             "the audit set's may be named too)")
     parser.add_argument("--cache", default=None, help="passed to place")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds a model's place may take")

@@ -3,7 +3,9 @@
     python -m measure.real_models --list          # build what is missing, print names and paths
 
 The models are tf_placeto.examples.held_out's; `inception_v3` is the bundled example, whose
-source string the command line takes as it is.
+source string the command line takes as it is. The audit set's models
+(tf_placeto.examples.audit: families nothing is trained on or chosen by) are named as they
+are, and built as measure/build_corpus.py builds them, into its cache.
 
 Cache: cache_dir("real_models"), one folder per model, builder version and TensorFlow version.
 A model is built in a child process, as tf_placeto.examples.registry does: the caller keeps a
@@ -17,21 +19,28 @@ import importlib.metadata
 import os
 
 from tf_placeto.cache import build_once, cache_dir
+from tf_placeto.examples import audit
 from tf_placeto.examples.held_out import MODELS, save
 
 
 def model_names(text: str) -> list:
-    """The models a comma-separated list names; ValueError naming any unknown one."""
+    """The models a comma-separated list names, of the real set or the audit set; ValueError
+    naming any unknown one."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(MODELS))
+    known = [*MODELS, *audit.MODELS]
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"unknown models {', '.join(unknown)} (known: {', '.join(MODELS)})")
+        raise ValueError(f"unknown models {', '.join(unknown)} (known: {', '.join(known)})")
     return names
 
 
 def build(name: str) -> str:
     """The model's source (a SavedModel path, or the bundled example's `examples:` string),
     built now in a child process when this version has none cached."""
+    if name in audit.MODELS:
+        from measure import build_corpus
+
+        return build_corpus.build(name)
     model = MODELS[name]
     if model.builder is None:
         return f"examples:{name}"

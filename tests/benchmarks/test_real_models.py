@@ -25,6 +25,20 @@ def test_a_real_model_builds_once_and_inspects(name, tmp_path, monkeypatch, cli_
     assert "'serving_default'" in inspected["source"] and inspected["num_ops"] > 0
 
 
+def test_an_audit_model_is_named_and_built_as_the_corpus_builds_it(tmp_path, monkeypatch):
+    """bench_real_wins --models may name the audit set's models: built once, in the
+    corpus's cache."""
+    from measure import build_corpus
+
+    monkeypatch.setenv("TF_PLACETO_CACHE", str(tmp_path))
+    assert real_models.model_names("siamese, lookup") == ["siamese", "lookup"]
+    with pytest.raises(ValueError, match="unknown models nonesuch"):
+        real_models.model_names("siamese,nonesuch")
+    path = real_models.build("siamese")
+    assert path == build_corpus.build("siamese") and path.startswith(str(tmp_path))
+    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
 def test_a_bundled_example_is_a_source_beside_the_real_models(tmp_path, monkeypatch):
     """The benchmarks that also time the bundled graphs (bench_stream, bench_throughput) load
     NMT by its `examples:` source; the real models keep their own, built once."""

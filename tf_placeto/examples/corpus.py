@@ -107,7 +107,7 @@ def dlrm(tables: int = 8, rows: int = 10_000, width: int = 16, dense: int = 13,
     top = layers.Dense(64, activation="relu")(layers.Concatenate()([bottom, interactions]))
     model = keras.Model([features, ids], layers.Dense(1)(top))
     return adam_step(model, ((batch_size, dense), "float32"), ((batch_size, tables), "int32"),
-                      labels=((batch_size, 1), "float32"), binary=True)
+                     labels=((batch_size, 1), "float32"), binary=True)
 
 
 def wide_and_deep(tables: int = 6, rows: int = 5_000, width: int = 32, batch_size: int = 64):
@@ -277,4 +277,3 @@ def families_of() -> dict:
     for model in MODELS.values():
         grouped.setdefault(model.family, []).append(model.name)
     return grouped
-
