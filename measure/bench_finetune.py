@@ -114,9 +114,11 @@ def _posed(problems: list) -> list:
             raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
                              "e.g. lstm:one_process:4")
     named = {model for model, _, _ in asked}
-    profiles = {p.name: p for folder, names in ((None, named - set(audit.MODELS)),
-                                                (audit.PROFILES, named & set(audit.MODELS)))
-                if names for p in load_profiles(folder, names=names)}
+    audited = named & set(audit.MODELS)
+    found = load_profiles(audit.PROFILES, names=audited) if audited else []
+    if named - audited:
+        found += load_profiles(names=named - audited)
+    profiles = {p.name: p for p in found}
     return [posed for model, setting, devices in asked
             for posed in corpus_problems([profiles[model]], [setting], [int(devices)])]
 

@@ -17,7 +17,7 @@ import functools
 import os
 
 from tf_placeto.examples import held_out
-from tf_placeto.examples.corpus import CorpusModel, adam_step, application
+from tf_placeto.examples.corpus import CorpusModel, adam_step, application, keras_serving
 
 PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "audit_profiles")
 
@@ -78,8 +78,7 @@ def mixture_of_experts(experts: int = 4, width: int = 128, hidden: int = 256,
     stacked = layers.Lambda(lambda v: keras.backend.stack(v, axis=1))(outputs)
     mixed = layers.Dot(axes=1)([gate, stacked])
     model = keras.Model(inputs, layers.Dense(classes)(mixed))
-    return adam_step(model, ((batch_size, width), "float32"),
-                      labels=((batch_size,), "int32"))
+    return adam_step(model, ((batch_size, width), "float32"), labels=((batch_size,), "int32"))
 
 
 def two_tower(rows: int = 5_000, width: int = 32, features: int = 4, batch_size: int = 64):
@@ -102,7 +101,7 @@ def two_tower(rows: int = 5_000, width: int = 32, features: int = 4, batch_size:
         [tower(users), tower(items)])
     model = keras.Model([users, items], scores)
     return adam_step(model, ((batch_size, features), "int32"),
-                      ((batch_size, features), "int32"), labels=((batch_size,), "int32"))
+                     ((batch_size, features), "int32"), labels=((batch_size,), "int32"))
 
 
 def siamese(image_size: int = 48, batch_size: int = 8):
@@ -119,12 +118,8 @@ def siamese(image_size: int = 48, batch_size: int = 8):
     left = keras.Input((image_size, image_size, 3))
     right = keras.Input((image_size, image_size, 3))
     distance = layers.Lambda(lambda t: abs(t[0] - t[1]))([tower(left), tower(right)])
-    model = keras.Model([left, right], layers.Dense(1)(distance))
-    module = held_out._serving(lambda a, b: {"output": model([a, b], training=False)},
-                               ((batch_size, image_size, image_size, 3), "float32"),
-                               ((batch_size, image_size, image_size, 3), "float32"))
-    module.model_variables = list(model.variables)
-    return module
+    image = ((batch_size, image_size, image_size, 3), "float32")
+    return keras_serving(keras.Model([left, right], layers.Dense(1)(distance)), image, image)
 
 
 def seq2seq(vocabulary: int = 2_000, units: int = 64, source: int = 24, target: int = 16,
@@ -142,12 +137,8 @@ def seq2seq(vocabulary: int = 2_000, units: int = 64, source: int = 24, target: 
         layers.Embedding(vocabulary, units)(target_ids), initial_state=[state_h, state_c])
     context = layers.Attention()([decoded, encoded])
     logits = layers.Dense(vocabulary)(layers.Concatenate()([decoded, context]))
-    model = keras.Model([source_ids, target_ids], logits)
-    module = held_out._serving(lambda s, t: {"output": model([s, t], training=False)},
-                               ((batch_size, source), "int32"),
-                               ((batch_size, target), "int32"))
-    module.model_variables = list(model.variables)
-    return module
+    return keras_serving(keras.Model([source_ids, target_ids], logits),
+                         ((batch_size, source), "int32"), ((batch_size, target), "int32"))
 
 
 FAMILIES = {

@@ -47,10 +47,14 @@ def decoder(blocks: int = 2, seq: int = 32, d_model: int = 64, heads: int = 4,
     tokens = keras.Input((seq,), dtype="int32")
     encoded = keras.Input((memory, d_model))
     x = _decoder_body(keras, tokens, encoded, blocks, seq, d_model, heads, vocab)
-    model = keras.Model([tokens, encoded], x)
-    module = held_out._serving(lambda t, m: {"output": model([t, m], training=False)},
-                               ((batch_size, seq), "int32"),
-                               ((batch_size, memory, d_model), "float32"))
+    return keras_serving(keras.Model([tokens, encoded], x), ((batch_size, seq), "int32"),
+                         ((batch_size, memory, d_model), "float32"))
+
+
+def keras_serving(model, *inputs):
+    """Serve a Keras model of several inputs on fixed `inputs` ((shape, dtype)), as
+    held_out._keras_inference serves a model of one: the model untracked, its weights kept."""
+    module = held_out._serving(lambda *x: {"output": model(list(x), training=False)}, *inputs)
     module.model_variables = list(model.variables)
     return module
 
