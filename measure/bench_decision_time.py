@@ -4,11 +4,12 @@
                                           [--devices 8] [--policy DIR] [--repeats 3]
                                           [--start random|fast|single] [--passes N]
 
-One greedy episode of the policy (by default the shipped one) from the random start, in
+The greedy episode of the policy (by default the shipped one) from the random start, in
 simulation with profiled op costs (profiled on `--cluster local:2`) and Placeto's K80 links,
-as `place --method placeto --start random` runs it (`--start fast`: as the default `place
---method placeto` does, the fast placers deciding first, their time counted; `--passes N`:
-as `place --passes N`, up to N passes over the groups): every move
+as `place --method placeto --start random` runs it: up to three passes over the groups, none
+begun that would end the decision past 10 s (`--start fast`: as the default `place --method
+placeto` does, the fast placers deciding first, their time counted; `--passes N`: as `place
+--passes N`, up to N passes with no clock): every move
 list-schedules the group's device rows, simulates at op level the placement with the group on
 each other device it may use, and asks the policy. Prints each run's seconds, their median,
 what the two parts of a move take, each the median of 20 calls (one simulation: an episode
@@ -37,7 +38,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--start", default="random", help="where the episode starts "
                         "(place's --start; its default there is fast)")
-    parser.add_argument("--passes", type=int, default=1, help="place's --passes")
+    parser.add_argument("--passes", type=int, default=None,
+                        help="place's --passes (default: place's, up to 3 within its clock)")
     args = parser.parse_args(argv)
 
     from tf_placeto import _quiet

@@ -23,8 +23,9 @@ the package's own, tf_placeto/policy/pretrained).
 
 Then, on every held-out family's models, per setting and device count, against the best
 algorithm (the best of the placers that decide without a search: m-ETF, m-SCT, HEFT, metis,
-m-topo, round-robin, random, single): the policy alone (one greedy episode from Placeto's
-random start, where it ends; with `--passes N`, of up to N passes over the groups, as `place
+m-topo, round-robin, random, single): the policy alone (the greedy episode from Placeto's
+random start, where it ends, walking the groups as `place` does: up to three passes, as
+many as fit its decision time; with `--passes N`, up to N passes with no clock, as `place
 --passes N`; with `--start-seed S ...`, from the random start each seed S draws instead of
 Placeto's fixed one, seed 0, which `place --start random` walks from, so that one draw's luck
 can be told from what the network does), the simulator's greedy pass from the same start (each
@@ -43,7 +44,7 @@ nobody looked at while choosing it.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device, and the passes it
 walked), per family and over all problems, and the issue's figure: over all rows, the policy
-alone's geometric mean and its worst row (and, with `--passes N`, how many walks took all N;
+alone's geometric mean and its worst row (and how many walks took all the passes asked;
 with several start seeds, each start's figure and how many problems are above 1.10x from
 every start and from at least one).
 """
@@ -97,9 +98,10 @@ def main(argv=None) -> int:
                         help=f"judge this policy (or '{SHIPPED}') and train nothing")
     parser.add_argument("--budget", type=int, default=0, metavar="N",
                         help="the placeto column fine-tuned N iterations per problem")
-    parser.add_argument("--passes", type=int, default=1, metavar="N",
+    parser.add_argument("--passes", type=int, default=None, metavar="N",
                         help="the policy's greedy episodes (alone and in the placeto column) "
-                             "walk the groups up to N times (place's flag)")
+                             "walk the groups up to N times (place's flag; default: place's, "
+                             "up to 3 within its clock)")
     parser.add_argument("--start-seed", type=int, nargs="+", default=[0], metavar="S",
                         help="the policy alone and the simulator's greedy pass walk from the "
                              "random start of each seed S (default 0: Placeto's, place's)")
@@ -187,7 +189,7 @@ def best_direct(problem) -> tuple:
 
 
 def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
-            passes: int = 1, start_seeds=(0,)) -> list:
+            passes: int = None, start_seeds=(0,)) -> list:
     """The figures of one problem (the module's doc), each against the best algorithm: a row
     per random start in `start_seeds`; what walks from no random start (the best algorithm,
     the default placeto, the climb, the exact placer) decided once and given to each."""
@@ -200,7 +202,7 @@ def _judged(problem, policy: str, climb: float, exact: float, budget: int = 0,
     row = {}
     start = time.perf_counter()
     initial = fast_start(problem)[1]
-    walk = inference.greedy_placement(problem, chosen, initial, passes)
+    walk = inference.greedy_placement(problem, chosen, initial, *inference.walk_limits(passes))
     value, evaluated = walk.value, walk.objectives
     if budget > 0:
         _, value, evaluated = inference.fine_tuned_placement(problem, chosen, budget,
@@ -227,7 +229,8 @@ def _from_random_start(problem, policy_dir: str, best: float, passes: int, seed:
 
     start = time.perf_counter()
     random_start = GraphView(problem, start_placement(problem, seed))   # one start for both
-    alone = greedy_walk(random_start, inference.loaded_policy(policy_dir), passes)
+    alone = greedy_walk(random_start, inference.loaded_policy(policy_dir),
+                        *inference.walk_limits(passes))
     row = {"policy_alone": alone.end_value / best, "policy_alone_s": time.perf_counter() - start,
            "policy_alone_devices": len(np.unique(alone.end_devices)),
            "policy_alone_passes": alone.passes}
@@ -237,11 +240,14 @@ def _from_random_start(problem, policy_dir: str, best: float, passes: int, seed:
             "simulated_greedy_s": time.perf_counter() - start}
 
 
-def _report(table, judged: str, passes: int = 1) -> None:
+def _report(table, judged: str, passes: int = None) -> None:
     """Every row, the summaries, and the issue's figure over the `judged` families (with
-    how many of the policy's walks took all `passes` asked, where more than one); from
-    several random starts, each start's figure and how the problems fared across them."""
+    how many of the policy's walks took all `passes` asked, None being place's default,
+    where more than one); from several random starts, each start's figure and how the
+    problems fared across them."""
     import pandas as pd
+
+    from tf_placeto.policy import inference
 
     figures = [c for c in ("policy_alone", "simulated_greedy", "placeto", "hill_climb",
                            "optimal") if c in table]
@@ -266,6 +272,7 @@ def _report(table, judged: str, passes: int = 1) -> None:
     worst = table.loc[alone.idxmax()]
     counted = (f"{len(table)} problems" if starts == 1 else
                f"{len(table)} walks ({len(table) // starts} problems, {starts} random starts)")
+    passes = inference.walk_limits(passes)[0]
     print(f"\nthe policy alone over {counted} of {table['family'].nunique()} "
           f"{judged} families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "

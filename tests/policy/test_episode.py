@@ -2,6 +2,7 @@
 simulator's greedy rule; greedy walks of several passes."""
 
 import dataclasses
+import types
 
 import numpy as np
 
@@ -107,3 +108,24 @@ def test_simulating_ahead_changes_nothing_a_walk_finds(policy_problems, monkeypa
         np.testing.assert_array_equal(walked.objectives[1:], view.moves)
         assert walked.value == min(walked.objectives)
     assert (True, True) in used and (True, False) in used     # both used and cancelled
+
+
+def test_a_walk_with_a_clock_begins_no_pass_it_could_not_end_in_time(policy_problems,
+                                                                     monkeypatch):
+    """Each answer of the policy takes a second of a fake clock, so a pass takes as many
+    seconds as there are groups: with 2.5 passes' seconds, the walk begins a second pass and
+    not a third; with no clock it walks on."""
+    clock = [0.0]
+    monkeypatch.setattr("tf_placeto.policy.episode.time",
+                        types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class Slow(_MovesEveryThird):
+        @staticmethod
+        def action(observation: dict, first: bool) -> int:
+            clock[0] += 1.0
+            return _MovesEveryThird.action(observation, first)
+
+    problem = policy_problems[1]
+    timed = greedy_walk(GraphView(problem), Slow(), passes=5, seconds=2.5 * problem.n_groups)
+    assert timed.passes == 2
+    assert greedy_walk(GraphView(problem), Slow(), passes=5).passes > 2

@@ -51,12 +51,14 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
     tuned, tuned_info = inference.place(problem, policy_dir=trained, budget=2, start=start)
     assert tuned_info["objective_us"] <= info["objective_us"] + 1e-6
     # every placement simulated: the start (with "fast", each fast placer's decision), then
-    # per move of the greedy episode and of 2 iterations of tiny's 2 episodes, each other
-    # device the group may use (its row's; the move takes one of them or stays)
+    # per move of the greedy episode's passes and of 2 iterations of tiny's 2 episodes, each
+    # other device the group may use (its row's; the move takes one of them or stays)
     starts = len(fast_placers()) if start == "fast" else 1
     per_episode = int((problem.allowed.sum(axis=1) - 1).sum())
-    assert info["evaluations"] == starts + per_episode
-    assert tuned_info["evaluations"] == starts + per_episode + 2 * 2 * per_episode
+    walked = info["passes"] * per_episode
+    assert 1 <= info["passes"] <= inference.PASSES and tuned_info["passes"] == info["passes"]
+    assert info["evaluations"] == starts + walked
+    assert tuned_info["evaluations"] == starts + walked + 2 * 2 * per_episode
     for facts in (info, tuned_info):
         assert 1 <= facts["evaluations_to_5pct"] <= facts["evaluations"]
         # the policy's own answer beside the best point of its walk: the zero-shot placement
@@ -85,6 +87,9 @@ def test_the_greedy_episode_may_walk_the_groups_again(trained, policy_problems):
     assert info["passes"] == walk.passes and 1 <= walk.passes <= 3
     assert info["policy_step_s"] == pytest.approx(walk.end_value / 1e6)
     assert info["evaluations"] == len(walk.objectives) >= len(once.objectives)
+    _, default = inference.place(problem, policy_dir=trained, start="random")
+    assert default["passes"] == inference.greedy_placement(
+        problem, trained, passes=inference.PASSES).passes     # a small graph: every pass
     with pytest.raises(InputError, match="passes"):
         methods.decide("placeto", problem, given={"policy": trained, "passes": 0})
 

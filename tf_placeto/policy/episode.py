@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -178,24 +179,28 @@ class SimulatedGreedy:
         return here if change[here] <= change.min() else int(change.argmin())
 
 
-def greedy_walk(view: GraphView, policy, passes: int = 1) -> GreedyWalk:
+def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None) -> GreedyWalk:
     """Greedy episodes from the start of `view`, at most `passes`, each from where the one
     before ended; a pass that moves no group ends the walk (the policy answers alike in the
-    same state, so another would move none either). `policy` answers action(observation,
-    first) with a device (SavedPolicy, or training's actor)."""
+    same state, so another would move none either). seconds: start no pass that, at the pace
+    of the passes before it, would end more than this after the walk began (None: no clock;
+    the first pass is always walked). `policy` answers action(observation, first) with a
+    device (SavedPolicy, or training's actor)."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
-    before = len(view.moves)
-    episode, best = Episode(view, look_ahead=True), None
-    for walked in range(1, passes + 1):
-        if walked > 1:
-            episode = episode.next_pass()
+    before, began = len(view.moves), time.perf_counter()
+    episode, best, walked = Episode(view, look_ahead=True), None, 0
+    while True:
         while not episode.done:
             episode.move(policy.action(episode.observation(), first=episode.position == 0))
+        walked += 1
         if best is None or episode.best[0] < best[0]:
             best = episode.best
-        if not episode.moved_any:
+        pace = (time.perf_counter() - began) / walked
+        if (walked == passes or not episode.moved_any
+                or seconds is not None and pace * (walked + 1) > seconds):
             break
+        episode = episode.next_pass()
     value, devices = best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
                       episode.value, episode.devices, walked)

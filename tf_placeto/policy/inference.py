@@ -19,8 +19,11 @@ any split itself; or "fast" (the default), the best decision of the fast placers
 (placers.common.fast_placers), which the policy then improves where it can: a placement from it
 is never slower than theirs in simulation, and their decisions count as evaluations.
 
-The greedy episode may walk the groups more than once (`passes`, episode.greedy_walk): each
-pass decides every group again from where the one before ended, for the pass's time again.
+The greedy episode walks the groups several times (`passes`, episode.greedy_walk): each pass
+decides every group again from where the one before ended, for the pass's time again, and a
+pass that moves no group ends the walk. By default up to PASSES passes, and no pass is begun
+that would end the decision past DECIDE_SECONDS: on large graphs it keeps to the decision time
+the project promises, and graphs of a few hundred groups walk every pass.
 
 The placement returned is the best met on the walk (the start and every device the episode
 simulated for a group's row included); the facts also give the policy's own answer, the last
@@ -34,6 +37,7 @@ import functools
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 
@@ -50,6 +54,12 @@ PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraine
 # afresh found less in as many iterations (docs/results/policy.md, "Per graph against the RNN
 # planner")
 FINE_TUNING_RESTART = "previous"
+# the greedy episode's passes over the groups, at most, unless asked for a number: three placed
+# the unseen families and the audit set better than one, and five no better than three
+# (docs/results/generalisation.md, "Walking the groups again"); no pass is begun that would end
+# the decision past DECIDE_SECONDS (issue 59's decision time on 5,000-op graphs)
+PASSES = 3
+DECIDE_SECONDS = 10.0
 
 
 def pretrained_policy() -> str:
@@ -108,10 +118,17 @@ def loaded_policy(policy_dir: str) -> SavedPolicy:
 
 
 def greedy_placement(problem, policy_dir: str, initial: np.ndarray = None,
-                     passes: int = 1) -> GreedyWalk:
+                     passes: int = 1, seconds: float = None) -> GreedyWalk:
     """The greedy episode of the policy on `problem` from `initial` (default: a random
-    placement), of at most `passes` passes over the groups."""
-    return greedy_walk(GraphView(problem, initial), loaded_policy(policy_dir), passes)
+    placement), of at most `passes` passes over the groups, none begun that would end past
+    `seconds` (None: no clock)."""
+    return greedy_walk(GraphView(problem, initial), loaded_policy(policy_dir), passes, seconds)
+
+
+def walk_limits(passes: int = None) -> tuple:
+    """(passes, seconds) of a greedy walk: `passes` with no clock where a number is asked
+    for; by default up to PASSES passes, none begun that would end past DECIDE_SECONDS."""
+    return (PASSES, DECIDE_SECONDS) if passes is None else (passes, None)
 
 
 def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
@@ -160,18 +177,23 @@ def fine_tuned_placement(problem, policy_dir: str, episodes: int, seed: int = 0,
 
 
 def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
-          start: str = "fast", passes: int = 1) -> tuple:
+          start: str = "fast", passes: int = None) -> tuple:
     """Device per group of `problem` (any number of groups and devices), and facts: among
     them the placements evaluated (simulated) in all and until the best was within 5%,
     where the episodes started (`start`, one of START_KINDS), the passes the greedy episode
-    walked (at most `passes`), and, in simulated seconds, the policy's own answer
+    walked (at most `passes`; None: up to PASSES, none begun that would end past
+    DECIDE_SECONDS), and, in simulated seconds, the policy's own answer
     (`policy_step_s`: the last placement of its greedy episode) beside the best placement
     that episode met (`best_on_walk_step_s`, its start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
+    began = time.perf_counter()
     policy_dir = policy_dir or pretrained_policy()
     started_from, initial, tried = initial_placement(problem, start)
-    greedy = greedy_placement(problem, policy_dir, initial, passes)
+    passes, seconds = walk_limits(passes)
+    if seconds is not None:          # the clock is the decision's: the start's time counts
+        seconds -= time.perf_counter() - began
+    greedy = greedy_placement(problem, policy_dir, initial, passes, seconds)
     if budget > 0:
         devices, value, objectives = fine_tuned_placement(problem, policy_dir, budget, seed,
                                                           initial=initial, greedy=greedy)

@@ -6,7 +6,9 @@ each episode walking on from where the one before ended (0: one greedy episode, 
 AUTO_BUDGET within method auto); `start`, where the first episodes start: "fast" (the best
 decision of the fast placers, which the policy improves), "random" (Placeto's own start) or
 "single" (every group on the best device); `passes`, how many times the greedy episode may
-walk the groups, each pass from where the one before ended (1: Placeto's one episode).
+walk the groups, each pass from where the one before ended (1: Placeto's one episode; by
+default up to inference.PASSES, none begun that would end the decision past
+inference.DECIDE_SECONDS).
 The policy places the problem as it is: any number of groups, on any number of devices.
 """
 
@@ -20,7 +22,7 @@ AUTO_BUDGET = 10             # brief fine-tuning, when method auto tries the pol
 
 
 def place(problem: PlacementProblem, *, seed: int = 0, policy: str = None, budget: int = 0,
-          start: str = "fast", passes: int = 1):
+          start: str = "fast", passes: int = None):
     return inference.place(problem, policy_dir=policy, budget=budget, seed=seed, start=start,
                            passes=passes)
 
@@ -40,6 +42,9 @@ PLACER = PlacerSpec(
                help="where its first episodes start: fast, the best decision of the fast "
                     "placers, which the policy improves; random, the Placeto paper's random "
                     "placement; single, every group on the best device"),
-        Option("--passes", "passes", int, 1, metavar="N", least=1,
+        Option("--passes", "passes", int, None, metavar="N", least=1, quick=1,
                help="greedy passes over the groups, each from where the one before ended, "
-                    "until one moves no group; each costs the first's time again")))
+                    "until one moves no group; each costs the first's time again (1: "
+                    "Placeto's one episode; default: up to "
+                    f"{inference.PASSES}, none begun that would end the decision past "
+                    f"{inference.DECIDE_SECONDS:g} s)")))
