@@ -272,13 +272,13 @@ def _report(table, judged: str, passes: int = None) -> None:
     worst = table.loc[alone.idxmax()]
     counted = (f"{len(table)} problems" if starts == 1 else
                f"{len(table)} walks ({len(table) // starts} problems, {starts} random starts)")
-    passes = inference.walk_limits(passes)[0]
+    most = inference.walk_limits(passes)[0]      # the passes a walk could take at most
     print(f"\nthe policy alone over {counted} of {table['family'].nunique()} "
           f"{judged} families: geometric mean {np.exp(np.log(alone).mean()):.3f}x the best "
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
           f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)"
-          + (f"; {int((table['policy_alone_passes'] == passes).sum())} walks took all "
-             f"{passes} passes" if passes > 1 else ""))
+          + (f"; {int((table['policy_alone_passes'] == most).sum())} walks took all "
+             f"{most} passes" if most > 1 else ""))
 
 
 def _across_starts(table) -> None:

@@ -84,7 +84,7 @@ def test_the_greedy_episode_may_walk_the_groups_again(trained, policy_problems):
     once = inference.greedy_placement(problem, trained)
     _, info = inference.place(problem, policy_dir=trained, start="random", passes=3)
     walk = inference.greedy_placement(problem, trained, passes=3)
-    assert info["passes"] == walk.passes and 1 <= walk.passes <= 3
+    assert info["passes"] == walk.passes and 2 <= walk.passes <= 3     # the first pass moves
     assert info["policy_step_s"] == pytest.approx(walk.end_value / 1e6)
     assert info["evaluations"] == len(walk.objectives) >= len(once.objectives)
     _, default = inference.place(problem, policy_dir=trained, start="random")
