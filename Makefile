@@ -9,7 +9,7 @@ demo: $(INSTALLED)
 	$(VENV)/bin/python -m examples.demo
 
 # Two test processes at a time (most tests keep one core busy; local clusters claim their
-# cores across processes), then the tests marked `alone`, which compare real step times.
+# cores across processes), then the tests marked `alone`, which time real runs.
 test: $(INSTALLED)
 	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -m "not alone" tests
 	$(VENV)/bin/python -m pytest -m alone tests

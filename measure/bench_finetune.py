@@ -57,12 +57,13 @@ def main(argv=None) -> int:
     from measure.bench_generalisation import best_direct
     from measure.bench_placeto import trained_on
     from tf_placeto.placers.common import evaluations_to_within
+    from tf_placeto.placers.corpus_problems import named_problems
     from tf_placeto.policy import inference
     from tf_placeto.policy.starts import start_placement
 
     policy = args.policy or inference.pretrained_policy()
     rows = []
-    for posed in _posed(args.problems):
+    for posed in named_problems(args.problems):
         problem = posed.problem
         best_name, best_us = best_direct(problem)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -99,28 +100,6 @@ def main(argv=None) -> int:
               f"above): " + ", ".join(f"{graph} {value:.3f}" for (graph, _, _), value in
                                       medians.median().items()))
     return 0
-
-
-def _posed(problems: list) -> list:
-    """The corpus problem of each MODEL:SETTING:DEVICES, of the corpus or of the audit set
-    (the profiles read once)."""
-    from tf_placeto.errors import InputError
-    from tf_placeto.examples import audit
-    from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
-
-    asked = [text.split(":") for text in problems]
-    for text, parts in zip(problems, asked):
-        if len(parts) != 3 or not parts[2].isdigit():
-            raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
-                             "e.g. lstm:one_process:4")
-    named = {model for model, _, _ in asked}
-    audited = named & set(audit.MODELS)
-    found = load_profiles(audit.PROFILES, names=audited) if audited else []
-    if named - audited:
-        found += load_profiles(names=named - audited)
-    profiles = {p.name: p for p in found}
-    return [posed for model, setting, devices in asked
-            for posed in corpus_problems([profiles[model]], [setting], [int(devices)])]
 
 
 if __name__ == "__main__":

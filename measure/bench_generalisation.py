@@ -44,9 +44,10 @@ nobody looked at while choosing it.
 Prints every row, then geometric means per setting and device count, per setting (with how
 many problems the policy alone ends above 1.10x and on one device, and the passes it
 walked), per family and over all problems, and the issue's figure: over all rows, the policy
-alone's geometric mean and its worst row (and how many walks took all the passes asked;
-with several start seeds, each start's figure and how many problems are above 1.10x from
-every start and from at least one).
+alone's geometric mean and its worst row (and how many walks took all the passes asked and how
+many the decision's clock cut short, where their first pass ended and how the later passes
+changed it; with several start seeds, each start's figure and how many problems are above
+1.10x from every start and from at least one).
 """
 
 from __future__ import annotations
@@ -233,7 +234,8 @@ def _from_random_start(problem, policy_dir: str, best: float, passes: int, seed:
                         *inference.walk_limits(passes))
     row = {"policy_alone": alone.end_value / best, "policy_alone_s": time.perf_counter() - start,
            "policy_alone_devices": len(np.unique(alone.end_devices)),
-           "policy_alone_passes": alone.passes}
+           "policy_alone_passes": alone.passes, "policy_alone_settled": alone.settled,
+           "policy_alone_first_pass": alone.pass_values[0] / best}
     start = time.perf_counter()
     rule = greedy_walk(random_start, SimulatedGreedy())
     return {**row, "simulated_greedy": rule.end_value / best,
@@ -278,7 +280,29 @@ def _report(table, judged: str, passes: int = None) -> None:
           f"algorithm, {int((alone > 1.10).sum())} above 1.10x, worst {alone.max():.3f}x "
           f"({worst['graph']}, {worst['setting']}, {worst['devices']} devices)"
           + (f"; {int((table['policy_alone_passes'] == most).sum())} walks took all "
-             f"{most} passes" if most > 1 else ""))
+             f"{most} passes, {_cut_short(table, most)} were cut short by the clock"
+             if most > 1 else ""))
+    if most > 1:
+        _later_passes(table)
+
+
+def _cut_short(table, most: int) -> int:
+    """How many walks the decision's clock ended: fewer passes than `most`, the last of them
+    still moving groups. A slower machine cuts more, so the figures depend on its speed."""
+    return int(((table["policy_alone_passes"] < most) & ~table["policy_alone_settled"]).sum())
+
+
+def _later_passes(table) -> None:
+    """Where the walks' first pass ended, and on how many walks the later passes ended
+    slower or faster than it (by more than 0.1%), and crossed 1.10x either way."""
+    first, end = table["policy_alone_first_pass"], table["policy_alone"]
+    slower, faster = end > first * 1.001, end < first / 1.001
+    crossed_up = int((slower & (first <= 1.10) & (end > 1.10)).sum())
+    crossed_down = int((faster & (first > 1.10) & (end <= 1.10)).sum())
+    print(f"its first pass alone: geometric mean {np.exp(np.log(first).mean()):.3f}x, "
+          f"{int((first > 1.10).sum())} above 1.10x; the later passes ended slower than the "
+          f"first on {int(slower.sum())} walks ({crossed_up} of them above 1.10x only after "
+          f"it), faster on {int(faster.sum())} ({crossed_down} brought within 1.10x)")
 
 
 def _across_starts(table) -> None:

@@ -31,10 +31,3 @@ def test_fine_tuning_is_counted_against_the_step_scratch_reached(tmp_path, capsy
 def test_a_problem_is_named_by_model_setting_and_devices():
     with pytest.raises(InputError, match="a problem is MODEL:SETTING:DEVICES"):
         bench_finetune.main(["--problems", "lookup:k80"])
-
-
-def test_a_problem_may_be_an_audit_models():
-    """The corpus's models and the audit set's, in the order asked."""
-    posed = bench_finetune._posed(["siamese:k80:2", "lookup:one_process:4"])
-    assert [(p.graph, p.family, p.setting, p.devices) for p in posed] == [
-        ("siamese", "siamese", "k80", 2), ("lookup", "lookup", "one_process", 4)]

@@ -93,3 +93,14 @@ def test_every_profile_setting_and_count_is_one_labelled_problem(lookup, tmp_pat
         {"graph": "lookup", "family": "lookup", "setting": "k80", "devices": 3},
         {"graph": "lookup", "family": "lookup", "setting": "one_process", "devices": 2}]
     assert len(posed) == 8 and posed[-1].graph == "lstm" and posed[-1].problem.n_devices == 3
+
+
+def test_a_problem_is_named_by_model_setting_and_devices_of_the_corpus_or_the_audit_set():
+    """The corpus's models and the audit set's, in the order asked."""
+    posed = corpus_problems.named_problems(["siamese:k80:2", "lookup:one_process:4"])
+    assert [(p.graph, p.family, p.setting, p.devices) for p in posed] == [
+        ("siamese", "siamese", "k80", 2), ("lookup", "lookup", "one_process", 4)]
+    with pytest.raises(InputError, match="a problem is MODEL:SETTING:DEVICES"):
+        corpus_problems.named_problems(["lookup:k80"])
+    with pytest.raises(InputError, match="no model nonesuch"):
+        corpus_problems.named_problems(["nonesuch:k80:2"])

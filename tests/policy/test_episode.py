@@ -51,7 +51,7 @@ def test_a_later_pass_walks_on_from_where_the_one_before_ended(policy_problems):
     assert not np.array_equal(once.end_devices, GraphView(problem).start)    # it moved
     twice = greedy_walk(GraphView(problem), SimulatedGreedy(), passes=2)
     again = greedy_walk(GraphView(problem, once.end_devices), SimulatedGreedy())
-    assert twice.passes == 2
+    assert twice.pass_values == (once.end_value, again.end_value)       # where each ended
     np.testing.assert_array_equal(twice.end_devices, again.end_devices)
     assert twice.end_value == again.end_value
     # every placement simulated, in order: the start, the first pass's, the second's
@@ -65,7 +65,8 @@ def test_a_pass_that_moves_no_group_ends_the_walk(policy_problems):
     walk = greedy_walk(GraphView(problem), SimulatedGreedy(), passes=50)
     assert 2 <= walk.passes < 50
     still = greedy_walk(GraphView(problem, walk.end_devices), SimulatedGreedy(), passes=50)
-    assert still.passes == 1                        # where it ended, no move is faster
+    assert still.passes == 1 and still.settled      # where it ended, no move is faster
+    assert walk.settled
     np.testing.assert_array_equal(still.end_devices, walk.end_devices)
 
 
@@ -127,5 +128,5 @@ def test_a_walk_with_a_clock_begins_no_pass_it_could_not_end_in_time(policy_prob
 
     problem = policy_problems[1]
     timed = greedy_walk(GraphView(problem), Slow(), passes=5, seconds=2.5 * problem.n_groups)
-    assert timed.passes == 2
+    assert timed.passes == 2 and not timed.settled          # cut short by the clock
     assert greedy_walk(GraphView(problem), Slow(), passes=5).passes > 2

@@ -64,6 +64,9 @@ def test_placeto_placer_zero_shot_and_fine_tuned(trained, policy_problems, start
         # the policy's own answer beside the best point of its walk: the zero-shot placement
         # is that best point, and the walk ends no better
         assert facts["best_on_walk_step_s"] <= facts["policy_step_s"]
+        assert len(facts["pass_step_s"]) == facts["passes"]
+        assert facts["pass_step_s"][-1] == facts["policy_step_s"]
+        assert min(facts["pass_step_s"]) >= facts["best_on_walk_step_s"]
     assert info["objective_us"] == pytest.approx(info["best_on_walk_step_s"] * 1e6)
     if start == "fast":         # never worse than the decision it started from
         name, _, values = fast_start(problem)

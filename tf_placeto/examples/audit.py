@@ -17,7 +17,7 @@ import functools
 import os
 
 from tf_placeto.examples import held_out
-from tf_placeto.examples.corpus import CorpusModel, adam_step, application, keras_serving
+from tf_placeto.examples.corpus import CorpusModel, adam_step, application
 
 PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "audit_profiles")
 
@@ -40,7 +40,7 @@ def unet(image_size: int = 64, widths=(16, 32, 64), batch_size: int = 2):
         x = layers.Conv2DTranspose(width, 2, strides=2, padding="same")(x)
         x = layers.Concatenate()([x, skip])
         x = layers.Conv2D(width, 3, padding="same", activation="relu")(x)
-    return held_out._keras_inference(keras.Model(inputs, layers.Conv2D(4, 1)(x)), batch_size)
+    return held_out.keras_inference(keras.Model(inputs, layers.Conv2D(4, 1)(x)), batch_size)
 
 
 def wavenet(layers_: int = 12, channels: int = 32, length: int = 256, batch_size: int = 4):
@@ -62,7 +62,7 @@ def wavenet(layers_: int = 12, channels: int = 32, length: int = 256, batch_size
         skips.append(layers.Conv1D(channels, 1)(gate))
         x = layers.Add()([x, layers.Conv1D(channels, 1)(gate)])
     out = layers.Conv1D(256, 1)(layers.ReLU()(layers.Add()(skips)))
-    return held_out._keras_inference(keras.Model(inputs, out), batch_size)
+    return held_out.keras_inference(keras.Model(inputs, out), batch_size)
 
 
 def mixture_of_experts(experts: int = 4, width: int = 128, hidden: int = 256,
@@ -119,7 +119,8 @@ def siamese(image_size: int = 48, batch_size: int = 8):
     right = keras.Input((image_size, image_size, 3))
     distance = layers.Lambda(lambda t: abs(t[0] - t[1]))([tower(left), tower(right)])
     image = ((batch_size, image_size, image_size, 3), "float32")
-    return keras_serving(keras.Model([left, right], layers.Dense(1)(distance)), image, image)
+    model = keras.Model([left, right], layers.Dense(1)(distance))
+    return held_out.keras_serving(model, image, image)
 
 
 def seq2seq(vocabulary: int = 2_000, units: int = 64, source: int = 24, target: int = 16,
@@ -137,8 +138,9 @@ def seq2seq(vocabulary: int = 2_000, units: int = 64, source: int = 24, target: 
         layers.Embedding(vocabulary, units)(target_ids), initial_state=[state_h, state_c])
     context = layers.Attention()([decoded, encoded])
     logits = layers.Dense(vocabulary)(layers.Concatenate()([decoded, context]))
-    return keras_serving(keras.Model([source_ids, target_ids], logits),
-                         ((batch_size, source), "int32"), ((batch_size, target), "int32"))
+    return held_out.keras_serving(keras.Model([source_ids, target_ids], logits),
+                                  ((batch_size, source), "int32"),
+                                  ((batch_size, target), "int32"))
 
 
 FAMILIES = {

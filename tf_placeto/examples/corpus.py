@@ -35,7 +35,7 @@ def application(name: str, image_size: int, batch_size: int = 2):
     keras = held_out._fresh_keras()
     model = getattr(keras.applications, name)(weights=None,
                                               input_shape=(image_size, image_size, 3))
-    return held_out._keras_inference(model, batch_size)
+    return held_out.keras_inference(model, batch_size)
 
 
 def decoder(blocks: int = 2, seq: int = 32, d_model: int = 64, heads: int = 4,
@@ -47,16 +47,9 @@ def decoder(blocks: int = 2, seq: int = 32, d_model: int = 64, heads: int = 4,
     tokens = keras.Input((seq,), dtype="int32")
     encoded = keras.Input((memory, d_model))
     x = _decoder_body(keras, tokens, encoded, blocks, seq, d_model, heads, vocab)
-    return keras_serving(keras.Model([tokens, encoded], x), ((batch_size, seq), "int32"),
-                         ((batch_size, memory, d_model), "float32"))
-
-
-def keras_serving(model, *inputs):
-    """Serve a Keras model of several inputs on fixed `inputs` ((shape, dtype)), as
-    held_out._keras_inference serves a model of one: the model untracked, its weights kept."""
-    module = held_out._serving(lambda *x: {"output": model(list(x), training=False)}, *inputs)
-    module.model_variables = list(model.variables)
-    return module
+    return held_out.keras_serving(keras.Model([tokens, encoded], x),
+                                  ((batch_size, seq), "int32"),
+                                  ((batch_size, memory, d_model), "float32"))
 
 
 def _decoder_body(keras, tokens, encoded, blocks, seq, d_model, heads, vocab):
@@ -128,7 +121,7 @@ def wide_and_deep(tables: int = 6, rows: int = 5_000, width: int = 32, batch_siz
         ids + keras.backend.constant([k * rows for k in range(tables)], dtype="int32")))
     logit = layers.Add()([layers.Dense(1)(deep), layers.Lambda(
         lambda w: keras.backend.sum(w, axis=1, keepdims=True))(wide)])
-    return held_out._keras_inference(keras.Model(ids, logit), batch_size, dtype="int32")
+    return held_out.keras_inference(keras.Model(ids, logit), batch_size, dtype="int32")
 
 
 def adam_step(model, *inputs, labels=None, binary: bool = False):
@@ -154,7 +147,7 @@ def adam_step(model, *inputs, labels=None, binary: bool = False):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return {"loss": loss}
 
-    module = held_out._serving(step, *inputs, labels)
+    module = held_out.serving(step, *inputs, labels)
     module.model_variables = list(model.variables)
     module.optimizer = optimizer
     return module

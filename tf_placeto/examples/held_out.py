@@ -22,7 +22,7 @@ def _fresh_keras():
     return fresh_keras(seed=0)
 
 
-def _serving(function, *specs):
+def serving(function, *specs):
     """A tf.Module whose `serve` runs `function` on inputs of exactly `specs` ((shape, dtype))."""
     import tensorflow as tf  # heavy: loaded by the builders only
 
@@ -32,13 +32,19 @@ def _serving(function, *specs):
     return module
 
 
-def _keras_inference(model, batch_size: int, dtype: str = "float32"):
-    """Serve `model` on one fixed batch; the Keras model itself stays untracked (saving a
-    tracked one traces every layer again for Keras' reloading), its weights are kept."""
-    module = _serving(lambda x: {"output": model(x, training=False)},
-                      ((batch_size, *model.input_shape[1:]), dtype))
+def keras_serving(model, *inputs):
+    """Serve a Keras model on fixed `inputs` ((shape, dtype), one per model input); the Keras
+    model itself stays untracked (saving a tracked one traces every layer again for Keras'
+    reloading), its weights are kept."""
+    module = serving(lambda *x: {"output": model(x[0] if len(x) == 1 else list(x),
+                                                 training=False)}, *inputs)
     module.model_variables = list(model.variables)
     return module
+
+
+def keras_inference(model, batch_size: int, dtype: str = "float32"):
+    """Serve a Keras model of one input on one fixed batch."""
+    return keras_serving(model, ((batch_size, *model.input_shape[1:]), dtype))
 
 
 def _weights(*shape):
@@ -50,12 +56,12 @@ def _weights(*shape):
 
 def resnet50():
     keras = _fresh_keras()
-    return _keras_inference(keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3)), 8)
+    return keras_inference(keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3)), 8)
 
 
 def mobilenet_v2():
     keras = _fresh_keras()
-    return _keras_inference(
+    return keras_inference(
         keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3)), 8)
 
 
@@ -69,7 +75,7 @@ def transformer(blocks: int = 2, seq: int = 64, d_model: int = 128, heads: int =
         x = layers.LayerNormalization()(x + attended)
         hidden = layers.Dense(4 * d_model, activation="relu")(x)
         x = layers.LayerNormalization()(x + layers.Dense(d_model)(hidden))
-    return _keras_inference(keras.Model(inputs, x), 8)
+    return keras_inference(keras.Model(inputs, x), 8)
 
 
 def train_step():
@@ -105,7 +111,7 @@ def control_flow(size: int = 256, iterations: int = 8):
                              (tf.constant(0), y))
         return {"output": y}
 
-    module = _serving(serve, ((size, size), tf.float32))
+    module = serving(serve, ((size, size), tf.float32))
     module.model_variables = [first, second]
     return module
 
@@ -125,7 +131,7 @@ def lookup(vocabulary: int = 1000, batch_size: int = 32, tokens: int = 16, width
         vectors = tf.nn.embedding_lookup(embedding, table.lookup(words))
         return {"output": tf.matmul(tf.reduce_mean(vectors, axis=1), dense)}
 
-    module = _serving(serve, ((batch_size, tokens), tf.string))
+    module = serving(serve, ((batch_size, tokens), tf.string))
     module.table = table
     module.model_variables = [embedding, dense]
     return module
@@ -146,7 +152,7 @@ def _recurrent(keras, layer, vocabulary: int, seq: int):
     model = keras.Sequential([keras.Input((seq,), dtype="int32"),
                               keras.layers.Embedding(vocabulary, 64), layer,
                               keras.layers.Dense(10)])
-    return _keras_inference(model, 16, dtype="int32")
+    return keras_inference(model, 16, dtype="int32")
 
 
 def branches(count: int = 4, chain: int = 4, size: int = 512):
@@ -165,7 +171,7 @@ def branches(count: int = 4, chain: int = 4, size: int = 512):
             ends.append(y)
         return {"output": tf.add_n(ends)}
 
-    module = _serving(serve, ((count, size, size), tf.float32))
+    module = serving(serve, ((count, size, size), tf.float32))
     module.model_variables = [w for chain_weights in weights for w in chain_weights]
     return module
 

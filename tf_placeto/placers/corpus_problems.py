@@ -26,6 +26,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from tf_placeto.errors import InputError
+from tf_placeto.examples import audit
 from tf_placeto.examples.corpus import PROFILES
 from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.compact import SUFFIX, CompactProfile
@@ -116,6 +117,25 @@ def corpus_problems(profiles: Sequence[CompactProfile], settings: Sequence[str],
     cluster = cluster_runtime() if any(s.tasks for s in chosen) else None
     return [CorpusProblem(profile.name, profile.family, s.name, n, s.problem(profile, n, cluster))
             for profile in profiles for s in chosen for n in counts]
+
+
+def named_problems(texts: Sequence[str]) -> list:
+    """The CorpusProblem of each MODEL:SETTING:DEVICES (e.g. lstm:one_process:4), the model
+    one of the corpus's or of the audit set's (the two share no name); InputError for a text
+    of another form or a model neither holds."""
+    asked = [text.split(":") for text in texts]
+    for text, parts in zip(texts, asked):
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise InputError(f"{text!r}: a problem is MODEL:SETTING:DEVICES, "
+                             "e.g. lstm:one_process:4")
+    named = {model for model, _, _ in asked}
+    audited = named & set(audit.MODELS)
+    found = load_profiles(audit.PROFILES, names=audited) if audited else []
+    if named - audited:
+        found += load_profiles(names=named - audited)
+    profiles = {p.name: p for p in found}
+    return [posed for model, setting_name, devices in asked
+            for posed in corpus_problems([profiles[model]], [setting_name], [int(devices)])]
 
 
 def cluster_runtime(folder: Optional[str] = None) -> dict:

@@ -154,14 +154,20 @@ def _others_placed(problem, devices: np.ndarray, group: int) -> tuple:
 class GreedyWalk(NamedTuple):
     """Greedy passes of a policy: the best placement they evaluated, that placement's
     objective (us), the objective of every placement evaluated (the start first, in order),
-    the objective and placement where the last pass ended (the policy's own answer), and how
-    many passes were walked."""
+    the objective and placement where the last pass ended (the policy's own answer), the
+    objective where each pass ended, in order (as many as the passes walked), and whether
+    the last pass moved no group (the walk settled, rather than ran out of passes or time)."""
     devices: np.ndarray
     value: float
     objectives: np.ndarray
     end_value: float
     end_devices: np.ndarray
-    passes: int = 1
+    pass_values: tuple = ()
+    settled: bool = False
+
+    @property
+    def passes(self) -> int:
+        return len(self.pass_values)
 
 
 class SimulatedGreedy:
@@ -189,11 +195,12 @@ def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None)
     if passes < 1:
         raise ValueError(f"passes must be at least 1, not {passes}")
     before, began = len(view.moves), time.perf_counter()
-    episode, best, walked = Episode(view, look_ahead=True), None, 0
+    episode, best, ends = Episode(view, look_ahead=True), None, []
     while True:
         while not episode.done:
             episode.move(policy.action(episode.observation(), first=episode.position == 0))
-        walked += 1
+        ends.append(episode.value)
+        walked = len(ends)
         if best is None or episode.best[0] < best[0]:
             best = episode.best
         pace = (time.perf_counter() - began) / walked
@@ -203,4 +210,4 @@ def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None)
         episode = episode.next_pass()
     value, devices = best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
-                      episode.value, episode.devices, walked)
+                      episode.value, episode.devices, tuple(ends), not episode.moved_any)

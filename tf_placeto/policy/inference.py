@@ -183,8 +183,9 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
     where the episodes started (`start`, one of START_KINDS), the passes the greedy episode
     walked (at most `passes`; None: up to PASSES, none begun that would end past
     DECIDE_SECONDS), and, in simulated seconds, the policy's own answer
-    (`policy_step_s`: the last placement of its greedy episode) beside the best placement
-    that episode met (`best_on_walk_step_s`, its start included)."""
+    (`policy_step_s`: the last placement of its greedy episode; `pass_step_s`: where each
+    pass ended) beside the best placement that episode met (`best_on_walk_step_s`, its
+    start included)."""
     if start not in START_KINDS:
         raise InputError(f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
     began = time.perf_counter()
@@ -205,6 +206,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         "policy": policy_dir, "budget": budget,
         "start": started_from, "passes": greedy.passes, "objective_us": float(value),
         "policy_step_s": float(greedy.end_value) / 1e6,
+        "pass_step_s": [float(value) / 1e6 for value in greedy.pass_values],
         "best_on_walk_step_s": float(greedy.value) / 1e6,
         "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}
