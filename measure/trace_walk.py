@@ -23,6 +23,8 @@ import sys
 
 import numpy as np
 
+from tf_placeto.policy import specs      # no TensorFlow: the observation's column numbers
+
 
 @dataclasses.dataclass
 class PassTrace:
@@ -42,8 +44,6 @@ class TracedPolicy:
         self.passes = []
 
     def action(self, observation: dict, first: bool) -> int:
-        from tf_placeto.policy import specs
-
         if first:
             self.passes.append(PassTrace())
         device = self._policy.action(observation, first)

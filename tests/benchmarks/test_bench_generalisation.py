@@ -126,6 +126,13 @@ def test_the_policy_alone_may_walk_the_groups_again():
     assert row["policy_alone_first_pass"] == pytest.approx(walk.pass_values[0] / best_us)
 
 
+def test_a_walk_is_cut_short_only_where_it_still_moved_with_passes_left():
+    table = pd.DataFrame({"policy_alone_passes": [3, 2, 2, 1, 1],
+                          "policy_alone_settled": [False, True, False, False, True]})
+    assert bench_generalisation._cut_short(table, most=3) == 2
+    assert bench_generalisation._cut_short(table, most=2) == 1
+
+
 def test_the_report_says_how_the_later_passes_changed_the_first(capsys):
     table = pd.DataFrame({"policy_alone_first_pass": [0.93, 1.00, 1.20, 1.05, 1.30],
                           "policy_alone":            [1.18, 1.00, 1.05, 1.02, 1.25]})

@@ -114,7 +114,9 @@ def test_one_shipped_policy_for_a_machines_devices_and_for_a_clusters_tasks(poli
 def test_one_trained_policy_places_2_5_and_16_devices(trained, cnn_on_devices):
     """Trained on 2 and 3 devices, it runs unchanged on 2, 5 and 16."""
     for n, problem in cnn_on_devices.items():
-        devices, value, walk, end = inference.greedy_placement(problem, trained)[:4]
+        greedy = inference.greedy_placement(problem, trained)
+        devices, value, walk, end = (greedy.devices, greedy.value, greedy.objectives,
+                                     greedy.end_value)
         assert devices.shape == (problem.n_groups,) and devices.max() < n
         assert len(walk) == 1 + (problem.allowed.sum(axis=1) - 1).sum()   # rows' simulations
         assert value == walk.min() <= end

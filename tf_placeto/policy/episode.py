@@ -154,16 +154,20 @@ def _others_placed(problem, devices: np.ndarray, group: int) -> tuple:
 class GreedyWalk(NamedTuple):
     """Greedy passes of a policy: the best placement they evaluated, that placement's
     objective (us), the objective of every placement evaluated (the start first, in order),
-    the objective and placement where the last pass ended (the policy's own answer), the
-    objective where each pass ended, in order (as many as the passes walked), and whether
-    the last pass moved no group (the walk settled, rather than ran out of passes or time)."""
+    the placement where the last pass ended (the policy's own answer), the objective where
+    each pass ended, in order (as many as the passes walked; the last is the policy's own
+    answer's, `end_value`), and whether the last pass moved no group (the walk settled,
+    rather than ran out of passes or time)."""
     devices: np.ndarray
     value: float
     objectives: np.ndarray
-    end_value: float
     end_devices: np.ndarray
-    pass_values: tuple = ()
-    settled: bool = False
+    pass_values: tuple
+    settled: bool
+
+    @property
+    def end_value(self) -> float:
+        return self.pass_values[-1]
 
     @property
     def passes(self) -> int:
@@ -210,4 +214,4 @@ def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None)
         episode = episode.next_pass()
     value, devices = best
     return GreedyWalk(devices, value, np.array([view.start_objective] + view.moves[before:]),
-                      episode.value, episode.devices, tuple(ends), not episode.moved_any)
+                      episode.devices, tuple(ends), not episode.moved_any)

@@ -206,7 +206,7 @@ def place(problem, policy_dir: str = None, budget: int = 0, seed: int = 0,
         "policy": policy_dir, "budget": budget,
         "start": started_from, "passes": greedy.passes, "objective_us": float(value),
         "policy_step_s": float(greedy.end_value) / 1e6,
-        "pass_step_s": [float(value) / 1e6 for value in greedy.pass_values],
+        "pass_step_s": [float(ended) / 1e6 for ended in greedy.pass_values],
         "best_on_walk_step_s": float(greedy.value) / 1e6,
         "evaluations": len(objectives),
         "evaluations_to_5pct": evaluations_to_within(objectives)}
