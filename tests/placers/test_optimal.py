@@ -14,6 +14,7 @@ from tf_placeto.placers import optimal
 from tf_placeto.placers.common import edge_timing
 from tf_placeto.placers.objectives import latency_objective_us, throughput_objective_us
 from tf_placeto.placers.optimal import fits_memory
+from tf_placeto.placers.problem import PlacementProblem
 
 OTHERS = [name for name in methods.names() if name not in ("optimal", "placeto")]
 
@@ -38,9 +39,15 @@ def variant(problem, kind):
     group 1 only there (device classes); unlike: that, and a slower link 0 -> 1; remote: some
     edges' consumers slower when the edge crosses devices; floating: each device a task of
     its own, and work that floats between the processors of a stream (per step and per
-    message between tasks)."""
+    message between tasks); tasks: each device a task of its own, with a RunGraph call per
+    remote task and a message per tensor between tasks."""
     if kind == "alike":
         return problem
+    if kind == "tasks":
+        mean_compute = float(problem.compute_us.mean())
+        return PlacementProblem.from_simulation(problem.groups, dataclasses.replace(
+            problem.simulation, device_task=np.arange(problem.n_devices),
+            remote_task_us=mean_compute, task_message_us=mean_compute / 4))
     if kind == "floating":
         mean_compute = float(problem.compute_us.mean())
         return dataclasses.replace(problem, simulation=dataclasses.replace(
@@ -68,7 +75,8 @@ def variant(problem, kind):
 
 
 @pytest.mark.parametrize("n_devices,n_groups", [(2, 10), (3, 8)])
-@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote", "floating"])
+@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote", "floating",
+                                  "tasks"])
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_optimum_is_the_best_of_every_decision(small_cnn_groups, n_devices, n_groups,
                                                    kind, objective):
@@ -152,3 +160,16 @@ def test_the_exact_placer_does_not_cut_where_remote_inputs_are_slow(small_cnn_gr
     slow = build_problem(small_cnn_groups, 2, remote_extra_us=1e6)
     assert len(set(methods.place("optimal", two_devices).group_devices)) == 2
     assert step_us(slow, methods.place("optimal", slow).group_devices) < 1e6
+
+
+def test_the_exact_placer_keeps_one_task_where_each_remote_one_costs_more_than_it_saves(
+        small_cnn_groups, two_devices):
+    """On two tasks whose RunGraph call per step costs as much as the whole step on one
+    device, no split pays in the simulator, and the exact placer, which splits small_cnn
+    where the devices share a process, keeps it on the session's task."""
+    single_us = step_us(two_devices, np.zeros(two_devices.n_groups, np.int64))
+    tasks = PlacementProblem.from_simulation(small_cnn_groups, dataclasses.replace(
+        two_devices.simulation, device_task=np.array([0, 1]), remote_task_us=single_us))
+    decision = methods.place("optimal", tasks).group_devices
+    assert len(set(methods.place("optimal", two_devices).group_devices)) == 2
+    assert not decision.any()

@@ -80,6 +80,8 @@ def test_interchangeable_devices_are_renamed_by_first_use():
     decision = np.arange(problem.n_groups) % 3
     renamed = problem.canonical((decision + 2) % 3)     # the same split under other names
     np.testing.assert_array_equal(renamed, decision)
+    from_1 = problem.canonical((decision + 2) % 3, first=1)     # device 0's groups kept
+    np.testing.assert_array_equal(from_1, np.array([1, 0, 2])[decision])
     assert problem.simulate(renamed).step_time_us == pytest.approx(
         problem.simulate((decision + 2) % 3).step_time_us)
     pinned = problem.with_pins({0: 2})                  # device 2 now differs from the others

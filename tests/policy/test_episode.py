@@ -5,10 +5,12 @@ import dataclasses
 import types
 
 import numpy as np
+import pytest
 
 from tf_placeto.policy import specs
 from tf_placeto.policy.episode import Episode, SimulatedGreedy, greedy_walk
 from tf_placeto.policy.observation import GraphView
+from tf_placeto.policy.starts import start_placement
 
 
 def test_devices_that_are_absent_or_lack_a_kernel_are_masked(policy_problems):
@@ -46,10 +48,17 @@ def test_the_simulated_greedy_rule_takes_the_fastest_simulated_device(policy_pro
 
 
 def test_a_later_pass_walks_on_from_where_the_one_before_ended(policy_problems):
+    """From the first of a few random starts where the first pass moves a group (the
+    profile is timed afresh each session, so whether one start moves can vary)."""
     problem = policy_problems[1]
-    once = greedy_walk(GraphView(problem), SimulatedGreedy())
-    assert not np.array_equal(once.end_devices, GraphView(problem).start)    # it moved
-    twice = greedy_walk(GraphView(problem), SimulatedGreedy(), passes=2)
+    for seed in range(10):
+        view = GraphView(problem, start_placement(problem, seed))
+        once = greedy_walk(view, SimulatedGreedy())
+        if not np.array_equal(once.end_devices, view.start):
+            break
+    else:
+        pytest.fail("the first pass moved no group from 10 random starts")
+    twice = greedy_walk(GraphView(problem, view.start), SimulatedGreedy(), passes=2)
     again = greedy_walk(GraphView(problem, once.end_devices), SimulatedGreedy())
     assert twice.pass_values == (once.end_value, again.end_value)       # where each ended
     np.testing.assert_array_equal(twice.end_devices, again.end_devices)

@@ -11,8 +11,11 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
   every input edge is there: ready the edge's lag after its producer started
   (common.EdgeTiming: a group's first ops may need only a producer's early outputs; at most
   the producer's run time), then, from another device, across the link (a link carries any
-  number of transfers at once). The objective is the makespan. Fixing the order makes the
-  makespan a function of the decision alone, which an integer program minimises exactly; the
+  number of transfers at once; a message between tasks is not on this path). The objective
+  is the makespan, and after it the session's work on a cluster's tasks, as the simulator
+  adds it (`session_us`): a RunGraph call per task besides the session's that runs a group,
+  a message per tensor an edge carries between tasks. Fixing the order makes the objective
+  a function of the decision alone, which an integer program minimises exactly; the
   order is the one in which groups could start at the earliest, close to the order in which
   the op-level simulator's devices find them ready (it runs ready ops first come first
   served, and stays the judge of the step).
@@ -23,7 +26,7 @@ compute_us on its device, a group edge whose ends sit on two devices costs its l
     devices (forward and feedback: both carry bytes every step) the copies of its bytes at
     the sender and at the receiver, and at the receiver what its consumer takes more with a
     remote input; device 0's also the session's work: a RunGraph call per remote task used,
-    a message per transfer between tasks (the master runs them in task 0's process);
+    a message per tensor an edge carries between tasks (the master runs them in task 0's process);
   - each link, one way: the wire's share of every transfer on it (its latency and the bytes
     the processors do not copy);
   - all the processors together: their loads and the work that floats to whichever of them
@@ -57,8 +60,8 @@ def latency_objective_us(problem: PlacementProblem, group_devices,
     devices = np.asarray(group_devices, np.int64)
     compute = problem.compute_us[np.arange(problem.n_groups), devices]
     timing = timing if timing is not None else edge_timing(problem)
-    ready = np.minimum(timing.lag_us, compute[problem.edge_src]) + problem.crossing_us(
-        problem.edge_bytes, problem.edge_extra_us, devices[problem.edge_src],
+    ready = np.minimum(timing.lag_us, compute[problem.edge_src]) + path_crossing_us(
+        problem, problem.edge_bytes, problem.edge_extra_us, devices[problem.edge_src],
         devices[problem.edge_dst])
     by_consumer = np.argsort(problem.edge_dst, kind="stable")
     first_input = np.searchsorted(problem.edge_dst[by_consumer], np.arange(problem.n_groups + 1))
@@ -69,7 +72,31 @@ def latency_objective_us(problem: PlacementProblem, group_devices,
         start[g] = max(free_at[devices[g]],
                        (start[problem.edge_src[inputs]] + ready[inputs]).max(initial=0.0))
         free_at[devices[g]] = start[g] + compute[g]
-    return float((start + compute).max(initial=0.0))
+    return float((start + compute).max(initial=0.0) + session_us(problem, devices))
+
+
+def path_crossing_us(problem: PlacementProblem, nbytes, extra_us, src, dst):
+    """What edges cost on the latency objective's path from device src to dst
+    (problem.crossing_us less the message between tasks, which session_us counts)."""
+    simulation = problem.simulation
+    message = np.where(simulation.device_task[src] != simulation.device_task[dst],
+                       simulation.task_message_us, 0.0)
+    return problem.crossing_us(nbytes, extra_us, src, dst) - message
+
+
+def session_us(problem: PlacementProblem, group_devices) -> float:
+    """What the simulator adds to a step after its last op or transfer on a cluster's tasks:
+    remote_task_us per task besides the session's (task 0) that runs a group, and
+    task_message_us per tensor that an edge (forward or feedback) carries between tasks."""
+    simulation = problem.simulation
+    if not (simulation.remote_task_us or simulation.task_message_us):
+        return 0.0
+    devices = np.asarray(group_devices, np.int64)
+    src, dst, _, _ = problem.all_edges()
+    task = simulation.device_task[devices]
+    messages = problem.all_edge_tensors()[task[src] != task[dst]].sum()
+    return float(simulation.remote_task_us * len(remote_tasks(simulation, devices))
+                 + simulation.task_message_us * messages)
 
 
 def run_order(problem: PlacementProblem, timing: Optional[EdgeTiming] = None) -> np.ndarray:
@@ -127,7 +154,8 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
     links = np.zeros((n_devices, n_devices))
     src, dst, nbytes, extra = problem.all_edges()
     sender, receiver = devices[src], devices[dst]
-    cost = crossing_costs_us(problem, nbytes, extra, sender, receiver)
+    cost = crossing_costs_us(problem, nbytes, extra, sender, receiver,
+                             problem.all_edge_tensors())
     np.add.at(processors, sender, cost.sender_us)
     np.add.at(processors, receiver, cost.receiver_us)
     np.add.at(links, (sender, receiver), cost.wire_us)
@@ -135,7 +163,7 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
                * len(remote_tasks(problem.simulation, devices)))
     processors[0] += session
     floating = (problem.simulation.floating_us
-                + problem.simulation.floating_message_us * cost.between_tasks.sum())
+                + problem.simulation.floating_message_us * cost.messages.sum())
     return StreamLoads(processors, links, float(session), float(floating))
 
 
@@ -146,28 +174,31 @@ class CrossingCosts:
     sender_us: np.ndarray     # the sender's processor: its copy of the bytes
     receiver_us: np.ndarray   # the receiver's: its copy, and its consumer's remote extra
     wire_us: np.ndarray       # the link from sender to receiver
-    message_us: np.ndarray    # the session's (device 0's): a message between tasks
-    between_tasks: np.ndarray  # 1.0 where the edge crosses tasks (a message), else 0.0
+    message_us: np.ndarray    # the session's (device 0's): its messages between tasks
+    messages: np.ndarray      # where the edge crosses tasks, its tensors (a message each)
 
 
-def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst) -> CrossingCosts:
-    """The stream terms of edges carrying `nbytes` whose consumers take `extra_us` more with
-    a remote input, from devices src to dst (arrays that broadcast together). The problem's
-    transfer (latency_us + bytes / bytes_per_us) is split as the simulator splits it: each
-    end's processor copies a share of bytes / bandwidth and a fixed time per tensor, the
-    session pays a message between tasks, and the wire the rest."""
+def crossing_costs_us(problem: PlacementProblem, nbytes, extra_us, src, dst,
+                      tensors=1.0) -> CrossingCosts:
+    """The stream terms of edges carrying `nbytes` in `tensors` tensors whose consumers take
+    `extra_us` more with a remote input, from devices src to dst (arrays that broadcast
+    together). The problem's transfer (latency_us + bytes / bytes_per_us) is split as the
+    simulator splits it: each end's processor copies a share of bytes / bandwidth and a fixed
+    time per tensor, the session pays a message per tensor between tasks, and the wire the
+    rest."""
     simulation = problem.simulation
     src, dst = np.asarray(src), np.asarray(dst)
     crosses = src != dst
-    shape = np.broadcast_shapes(np.shape(nbytes), np.shape(extra_us), crosses.shape)
+    shape = np.broadcast_shapes(np.shape(nbytes), np.shape(extra_us), np.shape(tensors),
+                                crosses.shape)
     moving_us = np.broadcast_to(np.where(
         crosses, np.asarray(nbytes, np.float64) / problem.bytes_per_us[src, dst], 0.0), shape)
     share, fixed = simulation.link_copy_share[src, dst], simulation.link_copy_us[src, dst]
     between = np.broadcast_to(
         (simulation.device_task[src] != simulation.device_task[dst]).astype(np.float64), shape)
-    message = simulation.task_message_us * between
+    message = simulation.task_message_us * between      # the one in latency_us
     copy = np.where(crosses, share * moving_us + fixed, 0.0)
     wire = np.where(crosses, problem.latency_us[src, dst] - 2 * fixed - message
                     + (1 - 2 * share) * moving_us, 0.0)
-    return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire, message,
-                         between)
+    return CrossingCosts(copy, copy + np.where(crosses, extra_us, 0.0), wire,
+                         message * tensors, between * tensors)

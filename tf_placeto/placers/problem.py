@@ -91,6 +91,9 @@ class PlacementProblem:
     single_device_peak_bytes: float = 0.0
     edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
     feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
+    # per edge: the distinct tensors it carries, each a message when it crosses tasks
+    edge_tensors: Optional[np.ndarray] = None       # (default 1)
+    feedback_tensors: Optional[np.ndarray] = None
     objective: str = "latency"                      # one of OBJECTIVES
     in_flight: int = IN_FLIGHT                      # throughput: steps at once
     # the stream of the throughput objective, unrolled once per problem (see evaluate)
@@ -98,10 +101,12 @@ class PlacementProblem:
 
     def __post_init__(self):
         check_objective(self.objective, self.in_flight)
-        for name, edges in (("edge_extra_us", self.edge_src),
-                            ("feedback_extra_us", self.feedback_src)):
+        for name, edges, default in (("edge_extra_us", self.edge_src, 0.0),
+                                     ("feedback_extra_us", self.feedback_src, 0.0),
+                                     ("edge_tensors", self.edge_src, 1.0),
+                                     ("feedback_tensors", self.feedback_src, 1.0)):
             if getattr(self, name) is None:
-                setattr(self, name, np.zeros(len(edges)))
+                setattr(self, name, np.full(len(edges), default))
 
     @classmethod
     def build(cls, groups: GroupGraph, cost_model, devices,
@@ -141,7 +146,9 @@ class PlacementProblem:
             if outputs.sum() > 0 else 0.0
         forward = sorted(groups.edges.items())
         backward = sorted(groups.feedback_edges.items())
-        extra = _edge_extra_us(groups, simulation, [edge for edge, _ in forward + backward])
+        edges = [edge for edge, _ in forward + backward]
+        extra = _edge_extra_us(groups, simulation, edges)
+        tensors = _edge_tensors(groups, simulation, edges)
         problem = cls(
             groups=groups, device_names=list(simulation.device_names), compute_us=compute,
             memory_bytes=persistent + share * outputs, persistent_bytes=persistent,
@@ -156,7 +163,8 @@ class PlacementProblem:
             bytes_per_us=simulation.link_bytes_per_us,
             capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
             simulation=simulation, single_device_peak_bytes=peak,
-            edge_extra_us=extra[:len(forward)], feedback_extra_us=extra[len(forward):])
+            edge_extra_us=extra[:len(forward)], feedback_extra_us=extra[len(forward):],
+            edge_tensors=tensors[:len(forward)], feedback_tensors=tensors[len(forward):])
         return problem if capacity_bytes is None else problem.with_capacity(capacity_bytes)
 
     def with_capacity(self, capacity_bytes: Sequence[float]) -> "PlacementProblem":
@@ -216,10 +224,20 @@ class PlacementProblem:
     @property
     def interchangeable(self) -> bool:
         """Every device runs every group alike and holds as much, and every link is alike:
-        the device names in a decision are then arbitrary."""
+        the device names in a decision are then arbitrary (on a cluster's tasks, a decision
+        renamed by first use is on the session's device first and pays no more RunGraph
+        calls per step; `session_apart` says where that counts)."""
         return bool((self.compute_us == self.compute_us[:, :1]).all()
                     and (self.capacity_bytes == self.capacity_bytes[0]).all()
                     and self.links_alike)
+
+    @property
+    def session_apart(self) -> bool:
+        """Device 0 is the session's among a cluster's tasks that charge for a step's
+        RunGraph calls or messages: it pays no call, and a stream's session work is its."""
+        simulation = self.simulation
+        return (np.unique(simulation.device_task).size > 1
+                and bool(simulation.remote_task_us or simulation.task_message_us))
 
     @property
     def links_alike(self) -> bool:
@@ -228,15 +246,15 @@ class PlacementProblem:
         return bool(np.unique(self.latency_us[off]).size <= 1
                     and np.unique(self.bytes_per_us[off]).size <= 1)
 
-    def canonical(self, group_devices) -> np.ndarray:
-        """The same placement with interchangeable devices renamed in the order the groups
-        first use them (as given where devices differ)."""
+    def canonical(self, group_devices, first: int = 0) -> np.ndarray:
+        """The same placement with interchangeable devices, those from `first` on, renamed
+        in the order the groups first use them (as given where devices differ)."""
         group_devices = self.check(group_devices)
         if not self.interchangeable:
             return group_devices
-        used, first_use = np.unique(group_devices, return_index=True)
-        rename = np.empty(self.n_devices, np.int64)
-        rename[used[np.argsort(first_use)]] = np.arange(len(used))
+        used, first_use = np.unique(group_devices[group_devices >= first], return_index=True)
+        rename = np.arange(self.n_devices)
+        rename[used[np.argsort(first_use)]] = first + np.arange(len(used))
         return rename[group_devices]
 
     def mean_transfer_us(self, nbytes):
@@ -259,6 +277,10 @@ class PlacementProblem:
                 np.concatenate([self.edge_dst, self.feedback_dst]),
                 np.concatenate([self.edge_bytes, self.feedback_bytes]),
                 np.concatenate([self.edge_extra_us, self.feedback_extra_us]))
+
+    def all_edge_tensors(self) -> np.ndarray:
+        """The tensors each edge of all_edges() carries."""
+        return np.concatenate([self.edge_tensors, self.feedback_tensors])
 
     def predecessors(self) -> list:
         pred = [[] for _ in range(self.n_groups)]
@@ -349,6 +371,23 @@ def _between_tasks(simulation) -> np.ndarray:
     """(n_devices, n_devices): 1 where the two devices are in different tasks."""
     task = simulation.device_task
     return (task[:, None] != task[None, :]).astype(np.float64)
+
+
+def _edge_tensors(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
+    """Per group edge (a, b) of `edges`: the distinct tensors of a that ops of b read: as
+    many transfers, and messages between tasks, when the edge crosses them (the simulator
+    sends a tensor once per device that reads it, so groups reading one tensor on one device
+    are counted once each here)."""
+    group_of = groups.group_of
+    producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
+    consumer = group_of[simulation.edge_consumer]
+    crossing = producer != consumer
+    read = np.unique(np.stack([simulation.edge_tensor[crossing], producer[crossing],
+                               consumer[crossing]], axis=1), axis=0)
+    index = {edge: k for k, edge in enumerate(edges)}
+    counts = np.zeros(len(edges))
+    np.add.at(counts, np.array([index[(a, b)] for _, a, b in read.tolist()], np.int64), 1.0)
+    return counts
 
 
 def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:

@@ -10,8 +10,8 @@ import numpy as np
 
 from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import EdgeTiming, edge_timing
-from tf_placeto.placers.objectives import (MODEL_SCORES, chain_heads,
-                                           crossing_costs_us, run_order)
+from tf_placeto.placers.objectives import (MODEL_SCORES, chain_heads, crossing_costs_us,
+                                           path_crossing_us, run_order)
 from tf_placeto.placers.optimal.model import fits_memory
 from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
 from tf_placeto.placers.problem import PlacementProblem
@@ -33,13 +33,15 @@ def solve(problem: PlacementProblem, objective: str, starts: list,
     if not np.isfinite(ceiling):
         ceiling, best = _worst_us(problem), None
     program = Program()
-    x = _assignment(program, problem)
+    renamed = _renamed_from(problem, objective)
+    x = _assignment(program, problem, renamed)
     build = _latency_rows if objective == "latency" else _throughput_rows
     goal = build(program, problem, x, ceiling)
     scaled = None if progress is None else (
         lambda incumbent, bound: progress(incumbent * ceiling, max(bound, 0.0) * ceiling))
     solved = program.minimise(goal, time_limit, interface=interface, progress=scaled,
-                              start=None if best is None else _start(problem, x, best))
+                              start=None if best is None else _start(problem, x, best,
+                                                                     renamed))
     if solved.infeasible:
         return None, None, solved.interface
     bound = _lower_bound_us(problem, objective)
@@ -49,11 +51,24 @@ def solve(problem: PlacementProblem, objective: str, starts: list,
     return decision, bound, solved.interface
 
 
-def _start(problem: PlacementProblem, x: np.ndarray, decision: np.ndarray) -> tuple:
-    """(columns, values) of the assignment x for `decision`, its interchangeable devices
+def _renamed_from(problem: PlacementProblem, objective: str) -> Optional[int]:
+    """The first of the devices that the program may take in the names of their first use
+    alone (_assignment), None if none: 0 where the devices are interchangeable, but 1 under
+    throughput where device 0 is the session's among a cluster's tasks (a stream's session
+    work loads it; in one step, a decision renamed so pays no more RunGraph calls)."""
+    if not problem.interchangeable:
+        return None
+    return 1 if objective == "throughput" and problem.session_apart else 0
+
+
+def _start(problem: PlacementProblem, x: np.ndarray, decision: np.ndarray,
+           renamed: Optional[int]) -> tuple:
+    """(columns, values) of the assignment x for `decision`, its devices from `renamed` on
     renamed by first use as _assignment asks; HiGHS completes the other columns."""
+    devices = problem.check(decision) if renamed is None else problem.canonical(decision,
+                                                                                 renamed)
     values = np.zeros(x.shape)
-    values[np.arange(problem.n_groups), problem.canonical(decision)] = 1.0
+    values[np.arange(problem.n_groups), devices] = 1.0
     return x.ravel(), values.ravel()
 
 
@@ -69,24 +84,27 @@ def _lower_bound_us(problem: PlacementProblem, objective: str) -> float:
 
 def _worst_us(problem: PlacementProblem) -> float:
     """More than either objective of any decision: every group at its slowest, every edge
-    over its slowest link, every remote task's per-step cost."""
+    over its slowest link, every remote task's per-step cost and every tensor's message
+    between tasks."""
     _, _, nbytes, extra = problem.all_edges()
     slowest_link = (problem.latency_us.max() + nbytes / problem.bytes_per_us.min()
                     + extra) if problem.n_devices > 1 else 0.0
+    simulation = problem.simulation
     return float(np.where(problem.allowed, problem.compute_us, 0.0).max(axis=1).sum()
-                 + np.sum(slowest_link)
-                 + problem.simulation.remote_task_us * problem.n_devices + 1.0)
+                 + np.sum(slowest_link) + simulation.remote_task_us * problem.n_devices
+                 + simulation.task_message_us * problem.all_edge_tensors().sum() + 1.0)
 
 
-def _assignment(program: Program, problem: PlacementProblem) -> np.ndarray:
+def _assignment(program: Program, problem: PlacementProblem,
+                renamed: Optional[int]) -> np.ndarray:
     """x[g, d] = 1 when group g is on device d: one device each, with its kernel, memory within
-    capacity. On interchangeable devices, group g is on one of the first g + 1 (any decision
-    is so once its devices are renumbered by first use), which spares the solver symmetric
-    copies of each decision."""
+    capacity. Of the devices from `renamed` on (_renamed_from), group g is on one of the
+    first g + 1 (any decision is so once they are renumbered by first use), which spares the
+    solver symmetric copies of each decision."""
     n, n_devices = problem.n_groups, problem.n_devices
     upper = problem.allowed.astype(np.float64)
-    if problem.interchangeable:
-        upper[np.arange(n_devices)[None, :] > np.arange(n)[:, None]] = 0.0
+    if renamed is not None:
+        upper[np.arange(n_devices)[None, :] > np.arange(n)[:, None] + renamed] = 0.0
     x = program.variables((n, n_devices), upper=upper, integral=True)
     program.constrain(np.ones(n), (1.0, x), upper=np.ones(n))
     limited = np.flatnonzero(np.isfinite(problem.capacity_bytes))
@@ -97,24 +115,58 @@ def _assignment(program: Program, problem: PlacementProblem) -> np.ndarray:
     return x
 
 
-def _crossings(program: Program, problem: PlacementProblem, x: np.ndarray, src, dst,
-               nbytes, extra_us) -> tuple:
-    """(y, transfer_us, pairs): y[e, p] in [0, 1] is at least 1 when edge e runs from the first
-    device of the ordered pair p to the second, and costs transfer_us[e, p] there; whatever
-    the program charges for y pushes the others to 0."""
+def _crossings(program: Program, problem: PlacementProblem, x: np.ndarray, src,
+               dst) -> tuple:
+    """(y, pairs): y[e, p] in [0, 1] is at least 1 when edge e runs from the first device of
+    the ordered pair p to the second; whatever the program charges for y pushes the others
+    to 0."""
     first, second = np.nonzero(~np.eye(problem.n_devices, dtype=bool))
     y = program.variables((len(src), len(first)), upper=1.0)
     program.constrain(np.full(y.shape, -1.0), (1.0, y), (-1.0, x[src][:, first]),
                       (-1.0, x[dst][:, second]))
-    transfer = problem.crossing_us(np.asarray(nbytes, np.float64)[:, None],
-                                   np.asarray(extra_us, np.float64).reshape(-1, 1),
-                                   first[None, :], second[None, :])
-    return y, transfer, (first, second)
+    return y, (first, second)
+
+
+def _remote_tasks_used(program: Program, problem: PlacementProblem, x: np.ndarray) -> tuple:
+    """(used, remote): used[k] in [0, 1] is at least 1 when the decision puts a group on a
+    device of the remote task remote[k] (its RunGraph call is the session's)."""
+    task = problem.simulation.device_task
+    remote = remote_tasks(problem.simulation, np.arange(problem.n_devices))
+    used = program.variables(len(remote), upper=1.0)
+    for k, remote_task in enumerate(remote):
+        on_task = np.flatnonzero(task == remote_task)
+        program.constrain(np.zeros((problem.n_groups, len(on_task))),
+                          (1.0, np.full((problem.n_groups, len(on_task)), used[k])),
+                          (-1.0, x[:, on_task]))
+    return used, remote
+
+
+def _session_terms(program: Program, problem: PlacementProblem, x: np.ndarray,
+                   ceiling: float) -> list:
+    """objectives.session_us as (coefficients in units of `ceiling`, variables) terms: a
+    RunGraph call per remote task used, and per edge (forward and feedback) a message for
+    each tensor it carries when z[e], at least 1 where its ends sit in two tasks, is."""
+    simulation = problem.simulation
+    terms = []
+    if simulation.remote_task_us:
+        used, _ = _remote_tasks_used(program, problem, x)
+        terms.append((simulation.remote_task_us / ceiling, used))
+    tasks = np.unique(simulation.device_task)
+    if simulation.task_message_us and len(tasks) > 1:
+        src, dst, _, _ = problem.all_edges()
+        z = program.variables(len(src), upper=1.0)
+        for task in tasks:     # z[e] >= (src's share of the task) - (dst's share of it)
+            on_task = np.flatnonzero(simulation.device_task == task)
+            program.constrain(np.zeros(len(src)), (1.0, z), (-1.0, x[src][:, on_task]),
+                              (1.0, x[dst][:, on_task]))
+        terms.append((simulation.task_message_us * problem.all_edge_tensors() / ceiling, z))
+    return terms
 
 
 def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
                   ceiling: float) -> np.ndarray:
-    """The makespan of objectives.latency_objective_us, in units of `ceiling`, at most 1.
+    """objectives.latency_objective_us in units of `ceiling`, at most 1: the makespan and
+    after it the session's work on a cluster's tasks (_session_terms).
 
     For fixed x, the least makespan these rows allow is the objective's schedule: a group
     starts after each input's producer start + lag (capped at the producer's run time on its
@@ -129,8 +181,9 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     lag = np.minimum(timing.lag_us[:, None], problem.compute_us[src]) / ceiling
     head, rest = (chain / ceiling for chain in _chains_us(problem, timing))
     order = run_order(problem, timing)
-    y, transfer, _ = _crossings(program, problem, x, src, dst, problem.edge_bytes,
-                                problem.edge_extra_us)
+    y, (first, second) = _crossings(program, problem, x, src, dst)
+    transfer = path_crossing_us(problem, problem.edge_bytes[:, None],
+                                problem.edge_extra_us[:, None], first[None, :], second[None, :])
     big = 1.0 + MIP_REL_GAP
     start = program.variables(n, lower=head)
     makespan = program.variables(1, upper=big)
@@ -146,7 +199,13 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     program.constrain(np.full(free.shape, -big), (1.0, free), (-1.0, start[earlier, None]),
                       (-(big + compute[earlier]), x[earlier]))
     program.constrain(np.zeros(free[1:].shape), (1.0, free[1:]), (-1.0, free[:-1]))
-    return makespan
+    session = _session_terms(program, problem, x, ceiling)
+    if not session:
+        return makespan
+    total = program.variables(1, upper=big)
+    program.constrain(np.zeros(1), (1.0, total), (-1.0, makespan),
+                      *((-coefficients, variables[None]) for coefficients, variables in session))
+    return total
 
 
 def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
@@ -159,22 +218,15 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     n_devices = problem.n_devices
     compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
     src, dst, nbytes, extra = problem.all_edges()
-    y, _, (first, second) = _crossings(program, problem, x, src, dst, nbytes, extra)
+    y, (first, second) = _crossings(program, problem, x, src, dst)
     cost = crossing_costs_us(problem, nbytes[:, None], extra[:, None], first[None, :],
-                             second[None, :])
+                             second[None, :], problem.all_edge_tensors()[:, None])
     busiest = program.variables(1, upper=1.0 + MIP_REL_GAP)
     devices = np.arange(n_devices)[:, None, None]
     session = (np.arange(n_devices) == 0)[:, None].astype(np.float64)   # its row: device 0
     processor = (cost.sender_us[None] * (first == devices)
                  + cost.receiver_us[None] * (second == devices)).reshape(n_devices, -1)
-    task = problem.simulation.device_task
-    remote = remote_tasks(problem.simulation, np.arange(n_devices))
-    used = program.variables(len(remote), upper=1.0)
-    for k, remote_task in enumerate(remote):
-        on_task = np.flatnonzero(task == remote_task)
-        program.constrain(np.zeros((problem.n_groups, len(on_task))),
-                          (1.0, np.full((problem.n_groups, len(on_task)), used[k])),
-                          (-1.0, x[:, on_task]))
+    used, remote = _remote_tasks_used(program, problem, x)
     program.constrain(
         np.zeros(n_devices), (1.0, np.repeat(busiest, n_devices)), (-compute.T, x.T),
         (-(processor + session * cost.message_us.ravel()[None]) / ceiling,
@@ -186,7 +238,7 @@ def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     simulation = problem.simulation
     if simulation.floating_us or simulation.floating_message_us:    # all processors at once
         crossing = (processor.sum(axis=0) + cost.message_us.ravel()
-                    + simulation.floating_message_us * cost.between_tasks.ravel())
+                    + simulation.floating_message_us * cost.messages.ravel())
         program.constrain(np.full(1, simulation.floating_us / ceiling),
                           (float(n_devices), busiest), (-compute[None], x[None]),
                           (-crossing[None] / ceiling, y.reshape(1, -1)),
