@@ -47,7 +47,7 @@ from typing import Optional
 
 import numpy as np
 
-from tf_placeto.measure.simulator.schedule import remote_tasks
+from tf_placeto.measure.simulator import schedule
 from tf_placeto.placers.common import EdgeTiming, edge_timing
 from tf_placeto.placers.problem import PlacementProblem
 
@@ -88,15 +88,11 @@ def session_us(problem: PlacementProblem, group_devices) -> float:
     """What the simulator adds to a step after its last op or transfer on a cluster's tasks:
     remote_task_us per task besides the session's (task 0) that runs a group, and
     task_message_us per tensor that an edge (forward or feedback) carries between tasks."""
-    simulation = problem.simulation
-    if not (simulation.remote_task_us or simulation.task_message_us):
-        return 0.0
     devices = np.asarray(group_devices, np.int64)
     src, dst, _, _ = problem.all_edges()
-    task = simulation.device_task[devices]
+    task = problem.simulation.device_task[devices]
     messages = problem.all_edge_tensors()[task[src] != task[dst]].sum()
-    return float(simulation.remote_task_us * len(remote_tasks(simulation, devices))
-                 + simulation.task_message_us * messages)
+    return float(schedule.session_us(problem.simulation, devices, messages))
 
 
 def run_order(problem: PlacementProblem, timing: Optional[EdgeTiming] = None) -> np.ndarray:
@@ -159,8 +155,7 @@ def stream_loads_us(problem: PlacementProblem, group_devices) -> StreamLoads:
     np.add.at(processors, sender, cost.sender_us)
     np.add.at(processors, receiver, cost.receiver_us)
     np.add.at(links, (sender, receiver), cost.wire_us)
-    session = (cost.message_us.sum() + problem.simulation.remote_task_us
-               * len(remote_tasks(problem.simulation, devices)))
+    session = session_us(problem, devices)
     processors[0] += session
     floating = (problem.simulation.floating_us
                 + problem.simulation.floating_message_us * cost.messages.sum())
