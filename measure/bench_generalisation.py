@@ -92,6 +92,9 @@ def main(argv=None) -> int:
                              "PASSES passes too (train's flag)")
     parser.add_argument("--embedding", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--step-change-weight", type=float, default=None, metavar="W",
+                        help="the network's path from the step change weighed W as each fold "
+                             "begins (train's flag; default: the warm start's own)")
     parser.add_argument("--warm-start", default=None, nargs="+", metavar="DIR",
                         help="each fold starts from this policy's weights, or the mean of "
                              "several's (train's flag; default: new)")
@@ -165,7 +168,8 @@ def _trained(args, held_out: list) -> str:
         out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_own=args.imitate_own,
         imitate_greedy=args.imitate_greedy, dagger=args.dagger,
-        embedding=args.embedding, rounds=args.rounds, warm_start=args.warm_start))
+        embedding=args.embedding, rounds=args.rounds,
+        step_change_weight=args.step_change_weight, warm_start=args.warm_start))
     return os.path.dirname(result.policy)
 
 

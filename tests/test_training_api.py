@@ -148,3 +148,33 @@ def test_several_warm_starts_average_into_the_policy_of_a_run_that_trains_nothin
     with pytest.raises(tp.InputError, match="--steps 0 trains nothing"):
         tp.train(tp.TrainingPlan(out=str(tmp_path / "alone"), steps=0, warm_start=runs[:1],
                                  **corpus))
+
+
+def test_one_warm_start_with_a_step_change_weight_is_the_policy_of_a_run_that_trains_nothing(
+        tmp_path):
+    """--steps 0 with one --warm-start DIR and --step-change-weight W: the network of DIR
+    with its path from the step change weighed W, saved and exported; without W a warm start
+    keeps its own weight."""
+    import tensorflow as tf
+
+    corpus = dict(graphs=["corpus:lookup"], counts=[2], settings=["k80"], embedding=4,
+                  rounds=1, episodes=1)
+
+    def path_weight(folder):
+        reader = tf.train.load_checkpoint(os.path.join(folder, "checkpoints"))
+        [key] = [k for k in reader.get_variable_to_shape_map()
+                 if "step_change" in k and "OPTIMIZER_SLOT" not in k]
+        return float(reader.get_tensor(key))
+
+    run = os.path.dirname(tp.train(tp.TrainingPlan(out=str(tmp_path / "run"), steps=1,
+                                                   **corpus)).policy)
+    given = tp.train(tp.TrainingPlan(out=str(tmp_path / "given"), steps=0, warm_start=[run],
+                                     step_change_weight=2.0, **corpus))
+    assert given.log["iterations"] == [] and os.path.isfile(
+        os.path.join(given.policy, "saved_model.pb"))
+    assert path_weight(os.path.dirname(given.policy)) == 2.0
+    again = tp.train(tp.TrainingPlan(out=str(tmp_path / "again"), steps=0,
+                                     warm_start=[os.path.dirname(given.policy), run],
+                                     **corpus))
+    assert path_weight(os.path.dirname(again.policy)) == pytest.approx(
+        (2.0 + path_weight(run)) / 2)

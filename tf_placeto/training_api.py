@@ -69,6 +69,9 @@ class TrainingPlan:
     algorithm: str = "reinforce"         # or "ppo"
     embedding: int = 32                  # the network's width (a group's embedding)
     rounds: int = 8                      # its rounds of message passing
+    step_change_weight: Optional[float] = None   # its path from the step change, weighed
+    #                                              so as the run begins (None: the warm
+    #                                              start's own, else 0)
     warm_start: Optional[Sequence[str]] = None   # training folders whose weights (of
     #                                              several: their mean) a new run takes
     starts: Sequence[str] = ("random",)  # starts.START_KINDS; several: each problem from each
@@ -83,6 +86,13 @@ class TrainingPlan:
     def averages(self) -> bool:
         """Whether the run starts from the mean of several networks' weights."""
         return len(self.warm_start or ()) > 1
+
+    @property
+    def composes(self) -> bool:
+        """Whether the run starts from a network that no folder holds: the mean of several
+        warm starts, or a warm start whose path from the step change is weighed anew
+        (`step_change_weight`)."""
+        return self.averages or bool(self.warm_start) and self.step_change_weight is not None
 
 
 @dataclasses.dataclass
@@ -139,13 +149,14 @@ def train(plan: TrainingPlan, target: Optional[Target] = None) -> TrainingResult
         trainer = Trainer(problems * len(kinds), plan.out, TrainingConfig(
             algorithm=plan.algorithm, episodes=plan.episodes, seed=plan.seed,
             embedding=plan.embedding, rounds=plan.rounds,
-            warm_start=plan.warm_start, keep_imitating=plan.keep_imitating,
+            step_change_weight=plan.step_change_weight, warm_start=plan.warm_start,
+            keep_imitating=plan.keep_imitating,
             keep_imitating_where=plan.keep_imitating_where), initial=initial,
             starts=[kind for kind in kinds for _ in problems], labels=labels * len(kinds))
         _imitate(trainer, plan, problems, kinds, initial, fast=starts.get("fast"))
         _iterate(trainer, plan.steps, plan.episodes, "iteration")
-        if plan.averages and not trainer.checkpointed:
-            trainer.save()          # the mean of the warm starts is all this run trains
+        if not trainer.checkpointed:
+            trainer.save()          # a run that trains nothing: its network as it began
         if plan.real_steps:
             _iterate(trainer, plan.steps + plan.real_steps, plan.episodes, "real iteration",
                      real=RealSteps(runtime, measurable))
@@ -177,9 +188,10 @@ def _corpus_profiles(plan: TrainingPlan) -> list:
 def _check(plan: TrainingPlan) -> None:
     """Refuse what cannot train, before a runtime starts (a cluster would start and warm its
     links first)."""
-    if plan.steps < 1 and not plan.imitate and not plan.real_steps and not plan.averages:
+    if plan.steps < 1 and not plan.imitate and not plan.real_steps and not plan.composes:
         raise InputError("--steps 0 trains nothing: give at least 1 iteration, --imitate, "
-                         "--real-steps or several --warm-start DIRs to average")
+                         "--real-steps, several --warm-start DIRs to average or one with "
+                         "--step-change-weight")
     for flag in ("embedding", "rounds"):
         if getattr(plan, flag) < 1:
             raise InputError(f"--{flag} {getattr(plan, flag)}: the network needs at least 1")

@@ -82,7 +82,7 @@ def test_a_warm_start_from_several_networks_takes_the_mean_of_their_weights(
     soup = Trainer(policy_problems, str(tmp_path / "soup"),
                    dataclasses.replace(tiny, warm_start=folders))
     first, second = (i.actor.weights for i in ingredients)
-    assert not np.allclose(first[0].numpy(), second[0].numpy())
+    assert not all(np.allclose(a.numpy(), b.numpy()) for a, b in zip(first, second))
     for mean, a, b in zip(soup.actor.weights, first, second):
         np.testing.assert_allclose(mean.numpy(), (a.numpy() + b.numpy()) / 2, rtol=1e-6)
     wider = str(tmp_path / "wider")
@@ -240,8 +240,9 @@ def test_a_torn_baselines_file_of_an_older_version_is_named_not_a_crash(
 def test_the_shipped_training_folder_resumes_and_a_warm_start_takes_its_weights(
         policy_problems, tmp_path):
     """tf_placeto/policy/pretrained is a whole training folder: its checkpoint and state
-    resume where its training stopped (the mean of three networks' weights, no epochs or
-    iterations of its own), and a warm start takes the same weights."""
+    resume where its training stopped (one epoch of imitation from the soup of three, its
+    path from the step change trained from 1, no iterations), and a warm start that gives no
+    weight of its own takes the same weights."""
     shipped = os.path.join(REPO, "tf_placeto", "policy", "pretrained")
     out = str(tmp_path / "pretrained")
     for part in ("checkpoints", "state"):
@@ -249,12 +250,13 @@ def test_the_shipped_training_folder_resumes_and_a_warm_start_takes_its_weights(
     shutil.copy(os.path.join(shipped, "training.json"), out)
     config = TrainingConfig(**json.load(open(os.path.join(out, "training.json")))["config"])
     resumed = Trainer(policy_problems, out, config)
-    warm = Trainer(policy_problems, str(tmp_path / "warm"),
-                   dataclasses.replace(config, seed=1, warm_start=shipped))
+    warm = Trainer(policy_problems, str(tmp_path / "warm"), dataclasses.replace(
+        config, seed=1, warm_start=shipped, step_change_weight=None))
     for taken, shipped_weight in zip(warm.actor.weights, resumed.actor.weights):
         np.testing.assert_array_equal(taken.numpy(), shipped_weight.numpy())
-    assert len(resumed.imitation) == 0 and resumed.iterations_done == 0
-    assert len(config.warm_start) == 3
+    assert len(resumed.imitation) == 1 and resumed.iterations_done == 0
+    assert config.step_change_weight == 1.0
+    assert 0 < float(resumed.actor.step_change_weight) != config.step_change_weight
 
 
 def test_an_older_versions_folder_resumes_and_saves_in_this_layout(policy_problems, tmp_path,

@@ -75,3 +75,29 @@ def test_a_group_never_gets_a_device_without_its_kernel(probabilities, cnn_on_de
         assert p[2] < 1e-12
         episode.move(2)                                 # asked anyway: the move is ignored
     assert not (episode.devices == 2).any()
+
+
+def test_the_path_from_the_step_change_adds_its_weight_times_minus_the_change(
+        policy_problems):
+    """A network with the path scores each device as the same network without it, less the
+    path's weight times the device's simulated step change; 0 leaves the scores alone."""
+    observation_spec = tensor_spec.from_spec(specs.observation_spec())
+    network = PlacetoNetwork(observation_spec, tensor_spec.from_spec(specs.action_spec()),
+                             embedding=8, rounds=2)
+    network.create_variables()
+    observation = _midway(policy_problems[0])
+    batch = {k: tf.constant(v[None]) for k, v in observation.items()}
+    logits = lambda: network(batch)[0].logits.numpy()[0]     # noqa: E731
+    change = observation["candidates"][:, specs.STEP_CHANGE]
+    assert np.abs(change).max() > 0        # some device's move changes the simulated step
+    without = logits()
+    assert float(network.step_change_weight) == 0.0
+    network.step_change_weight.assign(1.5)
+    np.testing.assert_allclose(logits(), without - 1.5 * change, rtol=1e-5, atol=1e-5)
+    narrow = PlacetoNetwork(observation_spec, tensor_spec.from_spec(specs.action_spec()),
+                            embedding=8, rounds=2, candidate_features=specs.STEP_CHANGE,
+                            step_change_weight=1.0)
+    narrow.create_variables()
+    assert not [v for v in narrow.trainable_variables if "step_change" in v.name]
+    with pytest.raises(ValueError, match="no path"):
+        narrow.step_change_weight

@@ -109,6 +109,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--rounds", metavar="R", type=count(1), default=TrainingPlan.rounds,
                         help="the network's rounds of message passing (default "
                              f"{TrainingPlan.rounds}); fewer train faster and see less far")
+    parser.add_argument("--step-change-weight", metavar="W", type=float,
+                        default=TrainingPlan.step_change_weight,
+                        help="the weight of the network's direct path from each device's "
+                             "simulated step change to its score, as the run begins (default: "
+                             "the --warm-start network's own; 0 in a new network or where the "
+                             "warm start has no such path); trained from there")
     parser.add_argument("--warm-start", metavar="DIR", nargs="+",
                         default=TrainingPlan.warm_start,
                         help="a new run starts from the weights of the policy trained in DIR (a "
@@ -144,8 +150,8 @@ def run(args) -> int:
         imitate_exact=args.imitate_exact, imitate_own=args.imitate_own,
         imitate_greedy=args.imitate_greedy, dagger=args.dagger, real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
-        warm_start=args.warm_start, starts=args.start,
-        seed=args.seed)
+        step_change_weight=args.step_change_weight, warm_start=args.warm_start,
+        starts=args.start, seed=args.seed)
     result = train(plan, target_of(args))
     imitation, history = result.log["imitation"], result.log["iterations"]
     if imitation:
@@ -167,9 +173,14 @@ def run(args) -> int:
             print(f"{len(real)} iterations measured for real: their episodes' real speed-up "
                   f"over their starts {np.mean([r['real_return'] for r in real]):+.1%} on "
                   f"average, simulated {np.mean([r['simulated_return'] for r in real]):+.1%}")
-    if not imitation and not history and plan.averages:
-        print(f"the mean of the weights of {len(plan.warm_start)} networks "
-              f"({', '.join(plan.warm_start)}), trained no further")
+    if not imitation and not history and plan.composes:
+        network = (f"the mean of the weights of {len(plan.warm_start)} networks "
+                   f"({', '.join(plan.warm_start)})" if plan.averages
+                   else f"the network of {plan.warm_start[0]}")
+        if plan.step_change_weight is not None:
+            network += (" with its path from the step change weighed "
+                        f"{plan.step_change_weight:g}")
+        print(f"{network}, trained no further")
     curve = plots.learning_curve(result.log, os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {result.policy}")
     print(f"learning curve: {curve}")

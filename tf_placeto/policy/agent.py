@@ -49,6 +49,9 @@ class TrainingConfig:
     keep_imitating_where: str = "behind"     # which iterations lag (starts.IMITATE_WHERE)
     imitation_batch: int = 64
     candidate_features: Optional[int] = None    # device-row columns read (None: all; specs.py)
+    step_change_weight: Optional[float] = None   # the weight of the network's direct path
+    #                                      from the simulated step change as the run begins
+    #                                      (network.py; None: the warm start's own, else 0)
 
     def __post_init__(self):
         self.warm_start = warm_start_folders(self.warm_start)
@@ -60,7 +63,8 @@ def make_agent(time_step_spec, action_spec, config: TrainingConfig, step) -> tup
         config.learning_rate, config.decay_iterations, config.final_learning_rate)
     optimizer = tf.keras.optimizers.Adam(schedule)
     actor = PlacetoNetwork(time_step_spec.observation, action_spec, config.embedding,
-                           config.rounds, config.candidate_features)
+                           config.rounds, config.candidate_features,
+                           config.step_change_weight or 0.0)
     if config.algorithm == "ppo":
         agent = ppo_clip_agent.PPOClipAgent(
             time_step_spec, action_spec, optimizer=optimizer, actor_net=actor,

@@ -12,7 +12,12 @@ placed:
    its own embedding, the context (8d);
 4. per device, the mean embedding of the groups on it (2d) and its candidate row (specs);
 5. one scorer, the same weights for every device: [context, device's groups, device's row]
-   -> 4d -> 2d -> a logit. Devices without a kernel for the group are masked out.
+   -> 4d -> 2d -> a logit, plus a direct path from the row's simulated step change (one
+   trained weight times minus the change: faster devices score higher). The scorer read the
+   change too, yet the shipped network went against it where a walk left what it had been
+   taught (docs/results/generalisation.md, "A direct path from the step change"); the path
+   gives that input a say of its own, in the same units for every graph. Devices without a
+   kernel for the group are masked out.
 Renaming the devices renames the probabilities and nothing else (equivariance), and one
 trained network serves any number of devices. Means and a layer norm per round keep the first
 logits small, so that an untrained policy explores.
@@ -130,14 +135,34 @@ def _squashed(net, observation, head):
     return squash.unflatten(head(tf.nest.map_structure(squash.flatten, observation)))
 
 
+class _StepChangePath(tf.keras.layers.Layer):
+    """Per device, minus a trained weight times the simulated step change of its row."""
+
+    def __init__(self, initial: float, **kwargs):
+        super().__init__(**kwargs)
+        self._initial = initial
+
+    def build(self, input_shape):
+        self.weight = self.add_weight(name="weight", shape=(), trainable=True,
+                                      initializer=tf.keras.initializers.Constant(self._initial))
+        super().build(input_shape)
+
+    def call(self, change):
+        return -self.weight * change
+
+
 class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
     """The policy: observation -> Categorical over the observation's devices."""
 
     def __init__(self, observation_spec, action_spec, embedding: int = 32, rounds: int = 8,
-                 candidate_features: Optional[int] = None, name: str = "PlacetoNetwork"):
+                 candidate_features: Optional[int] = None, step_change_weight: float = 0.0,
+                 name: str = "PlacetoNetwork"):
         """candidate_features: how many of the device rows' columns it reads (the first
         ones; None: all), so that a policy trained before a column was appended still
-        restores and scores as it did."""
+        restores and scores as it did. step_change_weight: the first weight of the direct
+        path from the step change (0: the network scores as one without the path did; a
+        checkpoint that has the path restores its own); no path where the columns read
+        stop before the step change's."""
         output_spec = distribution_spec.DistributionSpec(
             tfp.distributions.Categorical,
             {"logits": tensor_spec.TensorSpec([None], tf.float32)},
@@ -146,12 +171,22 @@ class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
                          output_spec=output_spec, name=name)
         d = embedding
         self._candidate_features = candidate_features
+        self._step_change = (None if candidate_features is not None
+                             and candidate_features <= specs.STEP_CHANGE
+                             else _StepChangePath(step_change_weight, name="step_change"))
         self._body = _Body(embedding, rounds, name="body")
         self._scorer = [
             _dense(4 * d, name="score_1"), _dense(2 * d, name="score_2"),
             tf.keras.layers.Dense(1, name="logit",    # small: a first policy near uniform
                                   kernel_initializer=tf.keras.initializers.VarianceScaling(
                                       0.1))]
+
+    @property
+    def step_change_weight(self) -> tf.Variable:
+        """The direct path's weight (ValueError where the network reads no step change)."""
+        if self._step_change is None:
+            raise ValueError("this network reads no step change: it has no path from it")
+        return self._step_change.weight
 
     def call(self, observation, step_type=None, network_state=(), training=False):
         return tfp.distributions.Categorical(
@@ -165,7 +200,10 @@ class PlacetoNetwork(_BuiltOnAnExample, network.DistributionNetwork):
                       axis=-1)                                            # [M, D, ...]
         for layer in self._scorer:
             z = layer(z)
-        return z[..., 0] + (1.0 - observation["device_mask"]) * _MASKED_LOGIT
+        logits = z[..., 0]
+        if self._step_change is not None:
+            logits += self._step_change(observation["candidates"][..., specs.STEP_CHANGE])
+        return logits + (1.0 - observation["device_mask"]) * _MASKED_LOGIT
 
 
 class PlacetoValueNetwork(_BuiltOnAnExample, network.Network):

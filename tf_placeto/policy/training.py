@@ -136,6 +136,8 @@ class Trainer:
                 checkpoints.take_weights(self.config.warm_start, {
                     "_actor_network": self.actor, "_actor_net": self.actor,
                     "_value_net": getattr(self.agent, "_value_net", None)})
+                if self.config.step_change_weight is not None:
+                    self.actor.step_change_weight.assign(self.config.step_change_weight)
             return
         self.imitation, self.history, self.baselines.seen = state
         # the imitation optimizer's slots are restored when imitation builds them (resume);
