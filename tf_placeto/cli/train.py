@@ -114,7 +114,8 @@ def add_parser(subparsers) -> None:
                         help="the weight of the network's direct path from each device's "
                              "simulated step change to its score, as the run begins (default: "
                              "the --warm-start network's own; 0 in a new network or where the "
-                             "warm start has no such path); trained from there")
+                             "warm start has no such path); trained from there. A resumed "
+                             "run keeps its checkpoint's")
     parser.add_argument("--warm-start", metavar="DIR", nargs="+",
                         default=TrainingPlan.warm_start,
                         help="a new run starts from the weights of the policy trained in DIR (a "
