@@ -3,7 +3,7 @@
     python -m measure.bench_generalisation --out DIR [--held-out FAMILY ...] [--folds each|one]
         [--settings one_process k80 cluster] [--counts 2 4 8] [--steps N] [--imitate E]
         [--keep-imitating N] [--keep-imitating-where behind|one-device] [--imitate-own X]
-        [--imitate-greedy] [--dagger [PASSES]]
+        [--imitate-greedy] [--imitate-veto MARGIN] [--dagger [PASSES]]
         [--embedding D] [--rounds R] [--warm-start DIR [DIR ...]] [--policy DIR] [--budget N]
         [--passes N] [--start-seed S ...] [--climb S] [--exact S]
         [--judge held-out|trained|audit] [--csv FILE]
@@ -87,6 +87,9 @@ def main(argv=None) -> int:
     parser.add_argument("--imitate-greedy", action="store_true",
                         help="imitate the simulator's greedy pass where it beats the warm "
                              "start's own decision (train's flag)")
+    parser.add_argument("--imitate-veto", metavar="MARGIN", type=float, default=None,
+                        help="imitate the warm start's own moves under the simulator's veto "
+                             "beyond MARGIN where that ends faster (train's flag)")
     parser.add_argument("--dagger", metavar="PASSES", nargs="?", type=int, const=1, default=0,
                         help="teach the lessons along the network's own walks of up to "
                              "PASSES passes too (train's flag)")
@@ -167,7 +170,7 @@ def _trained(args, held_out: list) -> str:
         graphs=["corpus"], without=held_out, settings=args.settings, counts=args.counts,
         out=out, steps=args.steps, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_own=args.imitate_own,
-        imitate_greedy=args.imitate_greedy, dagger=args.dagger,
+        imitate_greedy=args.imitate_greedy, imitate_veto=args.imitate_veto, dagger=args.dagger,
         embedding=args.embedding, rounds=args.rounds,
         step_change_weight=args.step_change_weight, warm_start=args.warm_start))
     return os.path.dirname(result.policy)

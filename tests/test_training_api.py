@@ -60,12 +60,13 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     """imitate_own: a problem's lesson is the warm-started network's own greedy decision
     wherever that simulates within the factor of the best known decision, and the best known
     elsewhere; its greedy decision is where the exported policy's greedy episode ends. With
-    imitate_greedy, the simulator's greedy pass is the lesson where it ends faster; with
-    dagger, those lessons are also taught along the network's own walks, and with dagger
-    passes > 1 every lesson is, over walks of up to that many passes."""
+    imitate_greedy, the simulator's greedy pass is the lesson where it ends faster, and with
+    imitate_veto the network's own moves under the simulator's veto likewise; with dagger,
+    those lessons are also taught along the network's own walks, and with dagger passes > 1
+    every lesson is, over walks of up to that many passes."""
     from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles
-    from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
-    from tf_placeto.policy.inference import greedy_placement
+    from tf_placeto.policy.episode import SimulatedGreedy, SimulatorVeto, greedy_walk
+    from tf_placeto.policy.inference import greedy_placement, loaded_policy
     from tf_placeto.policy.objective import Objective
     from tf_placeto.policy.observation import GraphView
     from tf_placeto.policy.starts import best_known
@@ -100,6 +101,17 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
     assert result.log["imitation"][0]["taught"] == {
         name: count for name, count in (("simulated_greedy", faster),
                                         ("own", len(posed) - faster)) if count}
+    # a third teacher: the network's own moves under the simulator's veto (no margin)
+    vetoed_us = [greedy_walk(GraphView(problem), SimulatorVeto(loaded_policy(warm), 0.0))
+                 .end_value for problem in posed]
+    result = tp.train(tp.TrainingPlan(out=str(tmp_path / "veto"), steps=0, imitate=1,
+                                      imitate_own=1e9, imitate_veto=0.0, warm_start=warm,
+                                      **corpus))
+    vetoed = sum(veto < own for veto, own in zip(vetoed_us, own_us))
+    assert vetoed > 0
+    assert result.log["imitation"][0]["taught"] == {
+        name: count for name, count in (("own_vetoed", vetoed),
+                                        ("own", len(posed) - vetoed)) if count}
     # walking again (dagger=2): the network's own lessons (every one here, as in the loose
     # run) are walked too
     again = tp.train(tp.TrainingPlan(out=str(tmp_path / "again"), steps=0, imitate=1,
@@ -111,6 +123,9 @@ def test_imitation_keeps_the_warm_starts_own_decisions_where_they_are_close(tmp_
                          (dict(dagger=-1), "--dagger PASSES: at least 1"),
                          (dict(imitate_own=1.1), "give --warm-start"),
                          (dict(imitate_greedy=True, warm_start=warm), "give --imitate-own"),
+                         (dict(imitate_veto=0.5, warm_start=warm), "give --imitate-own"),
+                         (dict(imitate_own=1.1, imitate_veto=-1.0, warm_start=warm),
+                          "a margin, at least 0"),
                          (dict(imitate_own=1.1, warm_start=warm, imitate=0, steps=1),
                           "give --imitate or --keep-imitating"),
                          (dict(dagger=True, imitate=0, steps=1), "give --imitate E")):

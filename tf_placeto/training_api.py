@@ -26,7 +26,7 @@ from tf_placeto.measure.costs.costmodel import Link
 from tf_placeto.placers.corpus_problems import corpus_problems, load_profiles, setting
 from tf_placeto.policy.checkpoints import (CHECKPOINTS, check_training_folder,
                                            iterations_by_setting, warm_start_folders)
-from tf_placeto.policy.episode import SimulatedGreedy, greedy_walk
+from tf_placeto.policy.episode import SimulatedGreedy, SimulatorVeto, greedy_walk
 from tf_placeto.policy.inference import loaded_policy
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.real import MeasuredGraph, RealSteps
@@ -63,6 +63,8 @@ class TrainingPlan:
     imitate_own: float = 0.0             # keep the warm start's own decision within this
     #                                      factor of the best known (0: not asked)
     imitate_greedy: bool = False         # and the simulator's greedy pass's, where faster
+    imitate_veto: Optional[float] = None     # and its own moves with the simulator's veto
+    #                                          beyond this margin, where faster (None: not)
     dagger: int = 0                      # also teach lessons along the network's own walks
     #                                      of up to this many passes (0: not)
     real_steps: int = 0                  # iterations measured for real, after the others
@@ -213,6 +215,11 @@ def _check(plan: TrainingPlan) -> None:
     if plan.imitate_greedy and not plan.imitate_own:
         raise InputError("--imitate-greedy offers a second teacher to --imitate-own: give "
                          "--imitate-own X too")
+    if plan.imitate_veto is not None and not plan.imitate_own:
+        raise InputError("--imitate-veto offers another teacher to --imitate-own: give "
+                         "--imitate-own X too")
+    if plan.imitate_veto is not None and plan.imitate_veto < 0:
+        raise InputError(f"--imitate-veto {plan.imitate_veto}: a margin, at least 0")
     if plan.dagger < 0:
         raise InputError(f"--dagger PASSES: at least 1, not {plan.dagger}")
     if plan.dagger and not plan.imitate:
@@ -279,14 +286,17 @@ def _followed_where_close(problems: list, initial: list, known: list,
     """(`known`, (name, decision) per problem, with a teacher's decision in place of the best
     known wherever it simulates within `plan.imitate_own` times it; per problem that teacher,
     or None). The teachers, each in one greedy episode from the problem's first start
-    (`initial`): the warm start's exported policy ("own") and, with `plan.imitate_greedy`,
-    episode.SimulatedGreedy ("simulated_greedy"), the faster of the two. Imitation then
+    (`initial`): the warm start's exported policy ("own"), with `plan.imitate_greedy`
+    episode.SimulatedGreedy ("simulated_greedy"), and with `plan.imitate_veto` the exported
+    policy under episode.SimulatorVeto ("own_vetoed"); the fastest of them. Imitation then
     follows the teacher's moves on those problems and corrects the network elsewhere:
     teaching every problem another placer's whole decision costs a warm start what it knew
     (docs/results/generalisation.md)."""
     offered = [(OWN, loaded_policy(plan.warm_start[0]))]
     if plan.imitate_greedy:
         offered.append(("simulated_greedy", SimulatedGreedy()))
+    if plan.imitate_veto is not None:
+        offered.append(("own_vetoed", SimulatorVeto(offered[0][1], plan.imitate_veto)))
     kept, teachers = [], []
     for problem, start, (name, devices) in progress(list(zip(problems, initial, known)),
                                                     desc="teachers' decisions", unit="problem"):

@@ -1,5 +1,5 @@
 """Episodes and their observations: devices a group cannot use are masked and refused; the
-simulator's greedy rule; greedy walks of several passes."""
+simulator's greedy rule and its veto over a policy; greedy walks of several passes."""
 
 import dataclasses
 import types
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tf_placeto.policy import specs
-from tf_placeto.policy.episode import Episode, SimulatedGreedy, greedy_walk
+from tf_placeto.policy.episode import Episode, SimulatedGreedy, SimulatorVeto, greedy_walk
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import start_placement
 
@@ -45,6 +45,30 @@ def test_the_simulated_greedy_rule_takes_the_fastest_simulated_device(policy_pro
     walked = greedy_walk(GraphView(problem), SimulatedGreedy())
     assert walked.end_value == episode.value
     np.testing.assert_array_equal(walked.end_devices, episode.devices)
+
+
+def test_the_simulators_veto_overrules_a_policy_only_beyond_its_margin(policy_problems):
+    """SimulatorVeto answers as its policy does unless the device the simulator finds
+    fastest shortens the step by more than the margin against the policy's device; then
+    that device. No margin (0) moves wherever the policy's device is not among the fastest;
+    an infinite one never overrules."""
+    problem, policy = policy_problems[1], _MovesEveryThird()
+    episode, overruled = Episode(GraphView(problem)), 0
+    while not episode.done:
+        observation = episode.observation()
+        change = np.where(observation["device_mask"] > 0,
+                          observation["candidates"][:, specs.STEP_CHANGE], np.inf)
+        chosen = policy.action(observation, episode.position == 0)
+        fastest = int(change.argmin())
+        gap = change[chosen] - change[fastest]
+        for margin in (0.0, gap / 2, gap, np.inf):
+            vetoed = SimulatorVeto(policy, margin).action(observation, False)
+            assert vetoed == (fastest if gap > margin else chosen)
+        overruled += gap > 0
+        episode.move(chosen)
+    assert overruled > 0                  # the policy's moves were overruled somewhere
+    with pytest.raises(ValueError, match="at least 0"):
+        SimulatorVeto(policy, -1.0)
 
 
 def test_a_later_pass_walks_on_from_where_the_one_before_ended(policy_problems):

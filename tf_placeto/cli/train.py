@@ -86,6 +86,13 @@ def add_parser(subparsers) -> None:
                              "group to the device the simulator says is fastest) ends faster "
                              "than DIR's own decision, and within X times the best known, "
                              "imitation follows that pass instead")
+    parser.add_argument("--imitate-veto", metavar="MARGIN", type=float,
+                        default=TrainingPlan.imitate_veto,
+                        help="with --imitate-own X: another teacher, DIR's own moves except "
+                             "where the simulator finds another device's step shorter by "
+                             "more than MARGIN (in the group's own run times, arcsinh-"
+                             "scaled; 0: any), there that device; followed where it ends "
+                             "fastest and within X times the best known (default: not asked)")
     parser.add_argument("--dagger", metavar="PASSES", nargs="?", type=count(1), const=1,
                         default=TrainingPlan.dagger,
                         help="with --imitate: before each epoch, walk the network's own "
@@ -149,7 +156,8 @@ def run(args) -> int:
         episodes=args.episodes, imitate=args.imitate, keep_imitating=args.keep_imitating,
         keep_imitating_where=args.keep_imitating_where, imitate_climb=args.imitate_climb,
         imitate_exact=args.imitate_exact, imitate_own=args.imitate_own,
-        imitate_greedy=args.imitate_greedy, dagger=args.dagger, real_steps=args.real_steps,
+        imitate_greedy=args.imitate_greedy, imitate_veto=args.imitate_veto,
+        dagger=args.dagger, real_steps=args.real_steps,
         algorithm=args.algorithm, embedding=args.embedding, rounds=args.rounds,
         step_change_weight=args.step_change_weight, warm_start=args.warm_start,
         starts=args.start, seed=args.seed)

@@ -189,6 +189,29 @@ class SimulatedGreedy:
         return here if change[here] <= change.min() else int(change.argmin())
 
 
+class SimulatorVeto:
+    """A policy corrected by the simulator, as a teacher: the policy's device, unless the
+    simulator finds the step on another device shorter by more than `margin` (in the device
+    rows' STEP_CHANGE units: the arcsinh of the change over the group's own run time); then
+    that fastest device. The network's own walks end where it stays put or moves against a
+    move the simulator shows paying (docs/results/generalisation.md, "A simulator's veto");
+    this teacher keeps its moves elsewhere, so a cluster's gathering, which no single move
+    shows, stays its own."""
+
+    def __init__(self, policy, margin: float):
+        if margin < 0:
+            raise ValueError(f"margin must be at least 0, not {margin}")
+        self.policy, self.margin = policy, margin
+
+    def action(self, observation: dict, first: bool) -> int:
+        chosen = self.policy.action(observation, first)
+        change = np.where(observation["device_mask"] > 0,
+                          observation["candidates"][:, specs.STEP_CHANGE], np.inf)
+        fastest = int(change.argmin())
+        chosen_change = change[chosen] if 0 <= chosen < len(change) else np.inf
+        return fastest if chosen_change - change[fastest] > self.margin else chosen
+
+
 def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None) -> GreedyWalk:
     """Greedy episodes from the start of `view`, at most `passes`, each from where the one
     before ended; a pass that moves no group ends the walk (the policy answers alike in the
