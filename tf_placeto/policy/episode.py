@@ -193,10 +193,10 @@ class SimulatorVeto:
     """A policy corrected by the simulator, as a teacher: the policy's device, unless the
     simulator finds the step on another device shorter by more than `margin` (in the device
     rows' STEP_CHANGE units: the arcsinh of the change over the group's own run time); then
-    that fastest device. The network's own walks end where it stays put or moves against a
-    move the simulator shows paying (docs/results/generalisation.md, "A simulator's veto");
-    this teacher keeps its moves elsewhere, so a cluster's gathering, which no single move
-    shows, stays its own."""
+    that fastest device. Some of the network's walks stop short where it keeps a group, or
+    moves it, against a single move the simulator shows paying (docs/results/
+    generalisation.md, "A simulator's veto"); this teacher corrects those answers and keeps
+    the others, so a cluster's gathering, which no single move shows, stays the network's."""
 
     def __init__(self, policy, margin: float):
         if margin < 0:
