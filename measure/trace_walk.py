@@ -27,6 +27,7 @@ import sys
 import numpy as np
 
 from tf_placeto.policy import specs      # no TensorFlow: the observation's column numbers
+from tf_placeto.policy.episode import step_changes     # nor here
 
 
 @dataclasses.dataclass
@@ -55,8 +56,7 @@ class TracedPolicy:
         rows = observation["candidates"]
         here = int(rows[:, specs.SITS_THERE].argmax())
         if device == here:
-            allowed = observation["device_mask"] > 0
-            self.passes[-1].stayed_against += int((rows[allowed, specs.STEP_CHANGE] < 0).any())
+            self.passes[-1].stayed_against += int((step_changes(observation) < 0).any())
         elif observation["device_mask"][device] > 0:
             trace = self.passes[-1]
             trace.moved += 1

@@ -174,6 +174,13 @@ class GreedyWalk(NamedTuple):
         return len(self.pass_values)
 
 
+def step_changes(observation: dict) -> np.ndarray:
+    """Per device, the rows' simulated step change with the group there (inf where it may
+    not go): what the simulator-led rules below compare."""
+    return np.where(observation["device_mask"] > 0,
+                    observation["candidates"][:, specs.STEP_CHANGE], np.inf)
+
+
 class SimulatedGreedy:
     """A rule, not a network, answering as a policy does: each group to the device where the
     simulated step with it there is least (the observation's rows hold that for every
@@ -183,9 +190,8 @@ class SimulatedGreedy:
 
     @staticmethod
     def action(observation: dict, first: bool) -> int:
-        rows = observation["candidates"]
-        change = np.where(observation["device_mask"] > 0, rows[:, specs.STEP_CHANGE], np.inf)
-        here = int(rows[:, specs.SITS_THERE].argmax())
+        change = step_changes(observation)
+        here = int(observation["candidates"][:, specs.SITS_THERE].argmax())
         return here if change[here] <= change.min() else int(change.argmin())
 
 
@@ -205,8 +211,7 @@ class SimulatorVeto:
 
     def action(self, observation: dict, first: bool) -> int:
         chosen = self.policy.action(observation, first)
-        change = np.where(observation["device_mask"] > 0,
-                          observation["candidates"][:, specs.STEP_CHANGE], np.inf)
+        change = step_changes(observation)
         fastest = int(change.argmin())
         chosen_change = change[chosen] if 0 <= chosen < len(change) else np.inf
         return fastest if chosen_change - change[fastest] > self.margin else chosen
