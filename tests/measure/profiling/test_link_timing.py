@@ -19,5 +19,7 @@ def test_links_between_worker_processes_cost_time():
 
     with LocalCluster(2) as cluster:      # the fastest of 4 runs: robust to a busy machine
         links = calibrate_links(Runtime.on_cluster(cluster), runs=4)
-    assert (links["latency_us"] > 20).all()
+    # Tens to hundreds of microseconds here, 18 on CI's fastest machine; a fit of 0 (as
+    # logical CPUs in one process often give) would mean the link was free.
+    assert (links["latency_us"] > 5).all()
     assert (links["bytes_per_us"] < 1e5).all()
