@@ -29,6 +29,8 @@ def test_train_writes_a_policy_that_place_uses(mlp_model, tmp_path, cli_here):
     assert len(log["iterations"]) == 3 and len(log["imitation"]) == 3
     assert log["config"]["keep_imitating"] == 2
     assert (log["config"]["embedding"], log["config"]["rounds"]) == (8, 2)
+    assert f"its path from the step change weighs {log['step_change_weight']:.3f} now\n" \
+        in result.stdout
     assert sum(log["imitation"][0]["taught"].values()) == 3     # problems, by whose decision
     real = log["iterations"][-1]
     assert real["problem"] == 2 and all(s > 0 for s in real["real_start_s"] + real["real_end_s"])

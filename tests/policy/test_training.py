@@ -35,6 +35,7 @@ def test_training_resumes_where_it_stopped_and_exports_a_policy(policy_problems,
         Trainer(policy_problems, out, dataclasses.replace(tiny, embedding=12))
     log = json.load(open(os.path.join(out, "training.json")))
     assert log["config"]["embedding"] == 8 and len(log["iterations"]) == 3
+    assert log["step_change_weight"] == float(resumed.actor.step_change_weight)
     assert os.listdir(os.path.join(out, "summaries"))
 
 

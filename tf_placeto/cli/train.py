@@ -190,6 +190,10 @@ def run(args) -> int:
             network += (" with its path from the step change weighed "
                         f"{plan.step_change_weight:g}")
         print(f"{network}, trained no further")
+    weight = result.log.get("step_change_weight")
+    if weight is not None and (imitation or history):
+        began = "" if plan.step_change_weight is None else f", from {plan.step_change_weight:g}"
+        print(f"its path from the step change weighs {weight:.3f} now{began}")
     curve = plots.learning_curve(result.log, os.path.join(args.out, "learning_curve.png"))
     print(f"policy: {result.policy}")
     print(f"learning curve: {curve}")

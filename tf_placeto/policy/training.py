@@ -324,9 +324,18 @@ class Trainer:
         return {**judged, "imitation_loss": float(np.mean(losses))}
 
     def logged(self) -> dict:
-        """What training.json holds: the configuration, imitation epochs and iterations."""
+        """What training.json holds: the configuration, imitation epochs and iterations, and
+        the weight the direct path from the step change has now (None where the network
+        reads no step change): config.step_change_weight is only where it began."""
         return {"config": dataclasses.asdict(self.config), "imitation": self.imitation,
-                "iterations": self.history}
+                "iterations": self.history, "step_change_weight": self.step_change_weight}
+
+    @property
+    def step_change_weight(self) -> Optional[float]:
+        try:
+            return float(self.actor.step_change_weight.numpy())
+        except ValueError:      # a network without the path
+            return None
 
 
     def save(self) -> None:
