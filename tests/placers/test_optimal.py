@@ -37,7 +37,9 @@ def exhaustive_best(problem, score) -> float:
 def variant(problem, kind):
     """alike: as profiled; capped: no device holds the whole graph; slower: device 0 slower and
     group 1 only there (device classes); unlike: that, and a slower link 0 -> 1; remote: some
-    edges' consumers slower when the edge crosses devices; floating: each device a task of
+    edges' consumers slower when the edge crosses devices; copies: each end's processor
+    copies what crosses, edges of 0 to 2 tensors, the remote extra partly paid per input
+    that travels, partly once per op; floating: each device a task of
     its own, and work that floats between the processors of a stream (per step and per
     message between tasks); tasks: each device a task of its own, with a RunGraph call per
     remote task and a message per tensor between tasks."""
@@ -60,6 +62,18 @@ def variant(problem, kind):
             problem,
             edge_extra_us=rng.choice([0.0, mean_compute], size=len(problem.edge_src)),
             feedback_extra_us=rng.choice([0.0, mean_compute], size=len(problem.feedback_src)))
+    if kind == "copies":
+        rng = np.random.default_rng(1)
+        mean_compute = float(problem.compute_us.mean())
+        apart = 1.0 - np.eye(problem.n_devices)
+        fixed = mean_compute / 8 * apart
+        extra = rng.choice([0.0, mean_compute], size=len(problem.edge_src))
+        return dataclasses.replace(
+            problem, latency_us=problem.latency_us + 2 * fixed,
+            simulation=dataclasses.replace(problem.simulation, link_copy_us=fixed,
+                                           link_copy_share=0.2 * apart),
+            edge_tensors=rng.integers(0, 3, len(problem.edge_src)).astype(np.float64),
+            edge_extra_us=extra, edge_input_us=extra * rng.choice([0.0, 0.5, 1.0], len(extra)))
     if kind == "capped":
         return problem.with_capacity([0.7 * problem.memory_bytes.sum()] * problem.n_devices)
     compute = problem.compute_us.copy()
@@ -75,8 +89,8 @@ def variant(problem, kind):
 
 
 @pytest.mark.parametrize("n_devices,n_groups", [(2, 10), (3, 8)])
-@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote", "floating",
-                                  "tasks"])
+@pytest.mark.parametrize("kind", ["alike", "capped", "slower", "unlike", "remote", "copies",
+                                  "floating", "tasks"])
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_optimum_is_the_best_of_every_decision(small_cnn_groups, n_devices, n_groups,
                                                    kind, objective):

@@ -2,17 +2,23 @@
 scored on them: the comparison's gap of a placer to the optimum is measured here.
 
 Both are models over the group DAG, after Tarnawski et al. (NeurIPS 2020): a group costs its
-compute_us on its device, a group edge whose ends sit on two devices costs its link's latency
-+ bytes / bandwidth and what its consumer's ops take more with a remote input
-(problem.crossing_us), and memory is a constraint, not a cost.
+compute_us on its device, a group edge whose ends sit on two devices costs the transfer of its
+tensors and what its consumer's ops take more with a remote input, and memory is a
+constraint, not a cost.
 
-- `latency_objective_us`: one step, no pipelining. Each device runs its groups one at a time
-  in one fixed order (`run_order`); a group starts once its device is free and the data of
-  every input edge is there: ready the edge's lag after its producer started
-  (common.EdgeTiming: a group's first ops may need only a producer's early outputs; at most
-  the producer's run time), then, from another device, across the link (a link carries any
-  number of transfers at once; a message between tasks is not on this path). The objective
-  is the makespan, and after it the session's work on a cluster's tasks, as the simulator
+- `latency_objective_us`: one step, no pipelining, its crossings charged as the list
+  schedulers (placers.list_scheduling) and the simulator charge them. Each device runs its
+  groups one at a time in one fixed order (`run_order`), each holding it for its compute,
+  the copies of its edges that cross (a fixed time per tensor and a share of the bytes, at
+  each end: CPU workers serialize and deserialize) and its ops' remote extra
+  (`remote_extra_us`); a group starts once its device is free and the data of every input
+  edge is there: ready the edge's lag after its producer started (common.EdgeTiming: a
+  group's first ops may need only a producer's early outputs; at most the producer's run
+  time), then, from another device, its tensors across the link one at a time, each paying
+  its latency (`latency_crossings_us`; a message between tasks is not on this path). The
+  step lasts at least each channel's wire time (its own transfers, one at a time; that
+  they wait for each other on the way is left out). The objective is the makespan, and
+  after it the session's work on a cluster's tasks, as the simulator
   adds it (`session_us`): a RunGraph call per task besides the session's that runs a group,
   a message per tensor an edge carries between tasks. Fixing the order makes the objective
   a function of the decision alone, which an integer program minimises exactly; the
@@ -58,30 +64,76 @@ def latency_objective_us(problem: PlacementProblem, group_devices,
 
     timing: common.edge_timing(problem), computed once by a caller that scores many decisions."""
     devices = np.asarray(group_devices, np.int64)
-    compute = problem.compute_us[np.arange(problem.n_groups), devices]
+    n = problem.n_groups
     timing = timing if timing is not None else edge_timing(problem)
-    ready = np.minimum(timing.lag_us, compute[problem.edge_src]) + path_crossing_us(
-        problem, problem.edge_bytes, problem.edge_extra_us, devices[problem.edge_src],
-        devices[problem.edge_dst])
-    by_consumer = np.argsort(problem.edge_dst, kind="stable")
-    first_input = np.searchsorted(problem.edge_dst[by_consumer], np.arange(problem.n_groups + 1))
-    start = np.zeros(problem.n_groups)
+    compute = problem.compute_us[np.arange(n), devices]
+    src, dst, nbytes, _ = problem.all_edges()
+    sender, receiver = devices[src], devices[dst]
+    crossing = latency_crossings_us(problem, nbytes, problem.all_edge_tensors(), sender,
+                                    receiver)
+    occupied = (compute + np.bincount(src, crossing.copy_us, n)
+                + np.bincount(dst, crossing.copy_us, n) + remote_extra_us(problem, devices))
+    forward = len(problem.edge_src)
+    src, dst = src[:forward], dst[:forward]
+    ready = np.minimum(timing.lag_us, compute[src]) + crossing.path_us[:forward]
+    by_consumer = np.argsort(dst, kind="stable")
+    first_input = np.searchsorted(dst[by_consumer], np.arange(n + 1))
+    start = np.zeros(n)
     free_at = np.zeros(problem.n_devices)
     for g in run_order(problem, timing):
         inputs = by_consumer[first_input[g]:first_input[g + 1]]
-        start[g] = max(free_at[devices[g]],
-                       (start[problem.edge_src[inputs]] + ready[inputs]).max(initial=0.0))
-        free_at[devices[g]] = start[g] + compute[g]
-    return float((start + compute).max(initial=0.0) + session_us(problem, devices))
+        start[g] = max(free_at[devices[g]], (start[src[inputs]] + ready[inputs]).max(initial=0.0))
+        free_at[devices[g]] = start[g] + occupied[g]
+    channels = np.zeros((problem.n_devices, problem.n_devices))
+    np.add.at(channels, (sender, receiver), crossing.wire_us)
+    return float(max((start + occupied).max(initial=0.0), channels.max(initial=0.0))
+                 + session_us(problem, devices))
 
 
-def path_crossing_us(problem: PlacementProblem, nbytes, extra_us, src, dst):
-    """What edges cost on the latency objective's path from device src to dst
-    (problem.crossing_us less the message between tasks, which session_us counts)."""
+def remote_extra_us(problem: PlacementProblem, group_devices) -> np.ndarray:
+    """Per group, what its ops take more with inputs from other devices: the part paid per
+    input that travels, summed over its edges that cross, and the part paid once per op, at
+    most an edge's (the ops of most groups that pay it read one producer's tensors)."""
+    devices = np.asarray(group_devices, np.int64)
+    src, dst, _, extra = problem.all_edges()
+    per_input = problem.all_edge_input_us()
+    crosses = devices[src] != devices[dst]
+    once = np.zeros(problem.n_groups)
+    np.maximum.at(once, dst, np.where(crosses, extra - per_input, 0.0))
+    return once + np.bincount(dst, np.where(crosses, per_input, 0.0), problem.n_groups)
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyCrossings:
+    """What edges cost one step when their ends sit on devices src and dst (0 on one device),
+    as the simulator spends it: the sender's processor copies each tensor, the channel from
+    src to dst carries the tensors one at a time, and the receiver's processor copies them."""
+
+    copy_us: np.ndarray       # each end's processor
+    path_us: np.ndarray       # from the data's readiness to the receiver's copy
+    wire_us: np.ndarray       # the channel's own time
+
+
+def latency_crossings_us(problem: PlacementProblem, nbytes, tensors, src,
+                         dst) -> LatencyCrossings:
+    """LatencyCrossings of edges carrying `nbytes` in `tensors` tensors (arrays that broadcast
+    with src and dst): each tensor pays the link's latency (less the message between tasks,
+    which session_us counts) and a fixed copy at each end, the bytes their time on the link,
+    a share of it copied by each end's processor (common.EdgeTiming's terms)."""
     simulation = problem.simulation
+    src, dst = np.asarray(src), np.asarray(dst)
+    crosses = src != dst
+    moving = np.where(crosses, np.asarray(nbytes, np.float64) / problem.bytes_per_us[src, dst],
+                      0.0)
+    tensors = np.asarray(tensors, np.float64)
     message = np.where(simulation.device_task[src] != simulation.device_task[dst],
                        simulation.task_message_us, 0.0)
-    return problem.crossing_us(nbytes, extra_us, src, dst) - message
+    fixed = simulation.link_copy_us[src, dst]
+    copy = np.where(crosses, tensors * fixed + simulation.link_copy_share[src, dst] * moving,
+                    0.0)
+    path = np.where(crosses, tensors * (problem.latency_us[src, dst] - message) + moving, 0.0)
+    return LatencyCrossings(copy_us=copy, path_us=path - copy,
+                            wire_us=np.where(crosses, path - 2 * copy, 0.0))
 
 
 def session_us(problem: PlacementProblem, group_devices) -> float:

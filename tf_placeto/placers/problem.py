@@ -91,6 +91,9 @@ class PlacementProblem:
     single_device_peak_bytes: float = 0.0
     edge_extra_us: Optional[np.ndarray] = None      # per edge: what its consumer's ops take
     feedback_extra_us: Optional[np.ndarray] = None  # more when it crosses (default 0)
+    # the part of it paid per input that travels (a loop's messages), the rest once per op
+    edge_input_us: Optional[np.ndarray] = None      # (default 0)
+    feedback_input_us: Optional[np.ndarray] = None
     # per edge: the distinct tensors it carries, each a message when it crosses tasks
     edge_tensors: Optional[np.ndarray] = None       # (default 1)
     feedback_tensors: Optional[np.ndarray] = None
@@ -103,6 +106,8 @@ class PlacementProblem:
         check_objective(self.objective, self.in_flight)
         for name, edges, default in (("edge_extra_us", self.edge_src, 0.0),
                                      ("feedback_extra_us", self.feedback_src, 0.0),
+                                     ("edge_input_us", self.edge_src, 0.0),
+                                     ("feedback_input_us", self.feedback_src, 0.0),
                                      ("edge_tensors", self.edge_src, 1.0),
                                      ("feedback_tensors", self.feedback_src, 1.0)):
             if getattr(self, name) is None:
@@ -147,7 +152,8 @@ class PlacementProblem:
         forward = sorted(groups.edges.items())
         backward = sorted(groups.feedback_edges.items())
         edges = [edge for edge, _ in forward + backward]
-        extra = _edge_extra_us(groups, simulation, edges)
+        once, per_input = _edge_extra_us(groups, simulation, edges)
+        extra = once + per_input
         tensors = _edge_tensors(groups, simulation, edges)
         problem = cls(
             groups=groups, device_names=list(simulation.device_names), compute_us=compute,
@@ -164,6 +170,7 @@ class PlacementProblem:
             capacity_bytes=np.asarray(simulation.memory_capacity, np.float64),
             simulation=simulation, single_device_peak_bytes=peak,
             edge_extra_us=extra[:len(forward)], feedback_extra_us=extra[len(forward):],
+            edge_input_us=per_input[:len(forward)], feedback_input_us=per_input[len(forward):],
             edge_tensors=tensors[:len(forward)], feedback_tensors=tensors[len(forward):])
         return problem if capacity_bytes is None else problem.with_capacity(capacity_bytes)
 
@@ -278,6 +285,10 @@ class PlacementProblem:
                 np.concatenate([self.edge_bytes, self.feedback_bytes]),
                 np.concatenate([self.edge_extra_us, self.feedback_extra_us]))
 
+    def all_edge_input_us(self) -> np.ndarray:
+        """The part of each edge's extra of all_edges() paid per input that travels."""
+        return np.concatenate([self.edge_input_us, self.feedback_input_us])
+
     def all_edge_tensors(self) -> np.ndarray:
         """The tensors each edge of all_edges() carries."""
         return np.concatenate([self.edge_tensors, self.feedback_tensors])
@@ -390,15 +401,15 @@ def _edge_tensors(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
     return counts
 
 
-def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
-    """Per group edge (a, b) of `edges`: what the ops of b that read tensors of a take more
-    when the edge crosses devices: their remote_extra_us (averaged over the devices) once per
-    op, and their remote_input_us per tensor they read."""
-    total = np.zeros(len(edges))
+def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> tuple:
+    """Per group edge (a, b) of `edges`, what the ops of b that read tensors of a take more
+    when the edge crosses devices: (their remote_extra_us, averaged over the devices, once per
+    op; their remote_input_us per tensor they read)."""
+    total, per_input_total = np.zeros(len(edges)), np.zeros(len(edges))
     extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
     per_input = simulation.remote_input_us
     if not extra.any() and not per_input.any():
-        return total
+        return total, per_input_total
     group_of = groups.group_of
     consumer = simulation.edge_consumer
     producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
@@ -411,5 +422,5 @@ def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> np.ndarray:
         total[index[(a, group_of[op])]] += extra[op]
     inputs = crossing & (per_input[consumer] > 0)
     for a, op in zip(producer[inputs], consumer[inputs]):
-        total[index[(a, group_of[op])]] += per_input[op]
-    return total
+        per_input_total[index[(a, group_of[op])]] += per_input[op]
+    return total, per_input_total

@@ -11,7 +11,7 @@ import numpy as np
 from tf_placeto.measure.simulator.schedule import remote_tasks
 from tf_placeto.placers.common import EdgeTiming, edge_timing
 from tf_placeto.placers.objectives import (MODEL_SCORES, chain_heads, crossing_costs_us,
-                                           path_crossing_us, run_order)
+                                           latency_crossings_us, run_order)
 from tf_placeto.placers.optimal.model import fits_memory
 from tf_placeto.placers.optimal.program import MIP_REL_GAP, Program
 from tf_placeto.placers.problem import PlacementProblem
@@ -172,8 +172,10 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     starts after each input's producer start + lag (capped at the producer's run time on its
     device: linear in x) + crossing, and after the groups before it in the run order on its
     device, which free[k, d] (when device d is done with the first k + 1 groups of the order)
-    carries along. Valid rows that the relaxation lacks: each device's load, and the chains of
-    fastest computes and lags before a group's start and after it."""
+    carries along; a group holds its device for its compute and what its crossings take
+    there (_occupied); each channel carries its edges' wire time. Valid rows that the
+    relaxation lacks: each device's load, and the chains of fastest computes and lags before
+    a group's start and after it."""
     n, n_devices = problem.n_groups, problem.n_devices
     compute = np.where(problem.allowed, problem.compute_us, 0.0) / ceiling
     src, dst = problem.edge_src, problem.edge_dst
@@ -181,23 +183,35 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     lag = np.minimum(timing.lag_us[:, None], problem.compute_us[src]) / ceiling
     head, rest = (chain / ceiling for chain in _chains_us(problem, timing))
     order = run_order(problem, timing)
-    y, (first, second) = _crossings(program, problem, x, src, dst)
-    transfer = path_crossing_us(problem, problem.edge_bytes[:, None],
-                                problem.edge_extra_us[:, None], first[None, :], second[None, :])
+    every_src, every_dst, nbytes, _ = problem.all_edges()     # forward, then feedback
+    y, (first, second) = _crossings(program, problem, x, every_src, every_dst)
+    crossing = latency_crossings_us(problem, nbytes[:, None], problem.all_edge_tensors()[:, None],
+                                    first[None, :], second[None, :])
     big = 1.0 + MIP_REL_GAP
     start = program.variables(n, lower=head)
     makespan = program.variables(1, upper=big)
     free = program.variables((n - 1, n_devices))
-    program.constrain(np.zeros(len(src)), (1.0, start[dst]), (-1.0, start[src]),
-                      (-lag, x[src]), (-transfer / ceiling, y))
-    program.constrain(np.zeros(n), (1.0, makespan), (-1.0, start), (-compute, x))
+    occupied = _occupied(program, problem, x, y, crossing, ceiling)
+    forward = len(src)
+    program.constrain(np.zeros(forward), (1.0, start[dst]), (-1.0, start[src]),
+                      (-lag, x[src]), (-crossing.path_us[:forward] / ceiling, y[:forward]))
+    program.constrain(np.zeros(n), (1.0, makespan), (-1.0, start), (-1.0, occupied))
     program.constrain(rest, (1.0, makespan), (-1.0, start))
-    program.constrain(np.zeros(n_devices), (1.0, makespan), (-compute.T, x.T))
+    devices = np.arange(n_devices)[:, None, None]
+    received = crossing.copy_us + problem.all_edge_input_us()[:, None]
+    crossings_there = (crossing.copy_us * (first == devices)
+                       + received * (second == devices)).reshape(n_devices, -1)
+    program.constrain(np.zeros(n_devices), (1.0, makespan), (-compute.T, x.T),
+                      (-crossings_there / ceiling,
+                       np.broadcast_to(y.ravel(), (n_devices, y.size))))
+    program.constrain(np.zeros(len(first)), (1.0, np.repeat(makespan, len(first))),
+                      (-crossing.wire_us.T / ceiling, y.T))
     later, earlier = order[1:], order[:-1]
     program.constrain(np.full(free.shape, -big), (1.0, start[later, None]), (-1.0, free),
                       (-big, x[later]))
     program.constrain(np.full(free.shape, -big), (1.0, free), (-1.0, start[earlier, None]),
-                      (-(big + compute[earlier]), x[earlier]))
+                      (-1.0, np.broadcast_to(occupied[earlier, None], free.shape)),
+                      (-big, x[earlier]))
     program.constrain(np.zeros(free[1:].shape), (1.0, free[1:]), (-1.0, free[:-1]))
     session = _session_terms(program, problem, x, ceiling)
     if not session:
@@ -206,6 +220,34 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     program.constrain(np.zeros(1), (1.0, total), (-1.0, makespan),
                       *((-coefficients, variables[None]) for coefficients, variables in session))
     return total
+
+
+def _occupied(program: Program, problem: PlacementProblem, x: np.ndarray, y: np.ndarray,
+              crossing, ceiling: float) -> np.ndarray:
+    """occupied[g]: at least group g's time on its device (objectives.latency_objective_us):
+    its compute, the copies of its edges that cross (sent[e], received[e]: at least what
+    edge e's pair of y costs its sender and its receiver) and its ops' remote extra, the
+    part paid per input summed over its edges that cross, the part paid once per op at
+    least any of theirs (once[g]); in units of `ceiling`."""
+    n = problem.n_groups
+    src, dst, _, extra = problem.all_edges()
+    per_input = problem.all_edge_input_us()
+    scale = 1.0 / ceiling
+    sent, received = program.variables(len(src)), program.variables(len(src))
+    once = program.variables(n)
+    program.constrain(np.zeros(len(src)), (1.0, sent), (-crossing.copy_us * scale, y))
+    program.constrain(np.zeros(len(src)), (1.0, received),
+                      (-(crossing.copy_us + per_input[:, None]) * scale, y))
+    program.constrain(np.zeros(len(src)), (1.0, once[dst]),
+                      (-((extra - per_input) * scale)[:, None], y))
+    occupied = program.variables(n)
+    into = (dst[None, :] == np.arange(n)[:, None]).astype(np.float64)
+    out_of = (src[None, :] == np.arange(n)[:, None]).astype(np.float64)
+    compute = np.where(problem.allowed, problem.compute_us, 0.0) * scale
+    program.constrain(np.zeros(n), (1.0, occupied), (-compute, x), (-1.0, once),
+                      (-into, np.broadcast_to(received, into.shape)),
+                      (-out_of, np.broadcast_to(sent, out_of.shape)))
+    return occupied
 
 
 def _throughput_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
