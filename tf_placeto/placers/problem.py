@@ -405,11 +405,11 @@ def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> tuple:
     """Per group edge (a, b) of `edges`, what the ops of b that read tensors of a take more
     when the edge crosses devices: (their remote_extra_us, averaged over the devices, once per
     op; their remote_input_us per tensor they read)."""
-    total, per_input_total = np.zeros(len(edges)), np.zeros(len(edges))
+    once_total, per_input_total = np.zeros(len(edges)), np.zeros(len(edges))
     extra = simulation.remote_extra_us[:, simulation.device_type_of].mean(axis=1)
     per_input = simulation.remote_input_us
     if not extra.any() and not per_input.any():
-        return total, per_input_total
+        return once_total, per_input_total
     group_of = groups.group_of
     consumer = simulation.edge_consumer
     producer = group_of[simulation.tensor_producer[simulation.edge_tensor]]
@@ -419,8 +419,8 @@ def _edge_extra_us(groups: GroupGraph, simulation, edges: list) -> tuple:
     reads = np.unique(np.stack([producer[paying], consumer[paying]], axis=1), axis=0)
     index = {edge: k for k, edge in enumerate(edges)}
     for a, op in reads:
-        total[index[(a, group_of[op])]] += extra[op]
+        once_total[index[(a, group_of[op])]] += extra[op]
     inputs = crossing & (per_input[consumer] > 0)
     for a, op in zip(producer[inputs], consumer[inputs]):
         per_input_total[index[(a, group_of[op])]] += per_input[op]
-    return total, per_input_total
+    return once_total, per_input_total
