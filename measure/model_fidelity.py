@@ -1,13 +1,16 @@
 """Diagnostic: whether the exact placer's model ranks decisions as the simulator does.
 
     python -m measure.model_fidelity [MODEL:SETTING:DEVICES ...] [--families F ...]
-                                     [--settings S ...] [--counts N ...] [--random K]
+                                     [--audit] [--settings S ...] [--counts N ...]
+                                     [--random K]
 
 The exact placer (placers.optimal) proves its decision best under a model of the step
 (placers.objectives), and the op-level simulator judges it; where the two part, its proof is
 about another step than the one it is judged on (docs/results/exact-placer.md, "Where its
 model parts from the simulator"). For each problem (the ones named, or the corpus's
-`--families` x `--settings` x `--counts`, posed as bench_generalisation poses them), the
+`--families` x `--settings` x `--counts`, posed as bench_generalisation poses them; with
+`--audit`, the audit set's models instead of the families: models that no choice here was
+made on, tf_placeto/examples/audit.py), the
 fast placers' decisions and K random ones are scored both ways under the problem's
 objective. Printed per problem: the rank correlation of the two (Spearman), the median
 relative error of the model, and how much slower in the simulator the decision the model
@@ -60,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("problems", nargs="*", metavar="MODEL:SETTING:DEVICES",
                         help="default: every problem of --families x --settings x --counts")
     parser.add_argument("--families", nargs="+", default=list(HELD_OUT))
+    parser.add_argument("--audit", action="store_true",
+                        help="the audit set's models instead of the corpus's --families")
     parser.add_argument("--settings", nargs="+", default=["one_process", "k80", "cluster"])
     parser.add_argument("--counts", type=int, nargs="+", default=[4])
     parser.add_argument("--random", type=int, default=3, metavar="K",
@@ -68,13 +73,15 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
+    from tf_placeto.examples import audit
     from tf_placeto.log import progress
     from tf_placeto.placers.corpus_problems import (corpus_problems, load_profiles,
                                                     named_problems)
 
+    profiles = (load_profiles(audit.PROFILES) if args.audit
+                else load_profiles(families=args.families))
     posed = (named_problems(args.problems) if args.problems else
-             corpus_problems(load_profiles(families=args.families), args.settings,
-                             args.counts))
+             corpus_problems(profiles, args.settings, args.counts))
     table = pd.DataFrame([{**problem.label(), **fidelity(scored(problem.problem, args.random))}
                           for problem in progress(posed, desc="scoring", unit="problem")])
     print(table.to_string(index=False, float_format="{:.3f}".format))

@@ -36,3 +36,12 @@ def test_the_decisions_are_the_fast_placers_and_the_random_ones():
     assert list(table["decision"]) == [spec.name for spec in fast_placers()] + [
         "random 1", "random 2"]
     assert (table["model_us"] > 0).all() and (table["simulated_us"] > 0).all()
+
+
+def test_the_audit_set_is_scored_in_place_of_the_families(capsys):
+    from tf_placeto.examples import audit
+
+    assert model_fidelity.main(["--audit", "--settings", "k80", "--counts", "2",
+                                "--random", "0"]) == 0
+    rows = capsys.readouterr().out.split("by setting")[0].strip().splitlines()[1:]
+    assert sorted(line.split()[0] for line in rows) == sorted(audit.MODELS)
