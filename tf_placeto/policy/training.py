@@ -332,6 +332,7 @@ class Trainer:
 
     @property
     def step_change_weight(self) -> Optional[float]:
+        """The direct path's weight as training has left it (None: the network has none)."""
         try:
             return float(self.actor.step_change_weight.numpy())
         except ValueError:      # a network without the path
