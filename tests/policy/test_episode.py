@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tf_placeto.policy import specs
-from tf_placeto.policy.episode import Episode, SimulatedGreedy, SimulatorVeto, greedy_walk
+from tf_placeto.policy.episode import (Episode, SimulatedGreedy, SimulatorVeto, greedy_walk,
+                                       step_changes)
 from tf_placeto.policy.observation import GraphView
 from tf_placeto.policy.starts import start_placement
 
@@ -56,8 +57,7 @@ def test_the_simulators_veto_overrules_a_policy_only_beyond_its_margin(policy_pr
     episode, overruled = Episode(GraphView(problem)), 0
     while not episode.done:
         observation = episode.observation()
-        change = np.where(observation["device_mask"] > 0,
-                          observation["candidates"][:, specs.STEP_CHANGE], np.inf)
+        change = step_changes(observation)
         chosen = policy.action(observation, episode.position == 0)
         fastest = int(change.argmin())
         gap = change[chosen] - change[fastest]

@@ -213,8 +213,7 @@ class SimulatorVeto:
         chosen = self.policy.action(observation, first)
         change = step_changes(observation)
         fastest = int(change.argmin())
-        chosen_change = change[chosen] if 0 <= chosen < len(change) else np.inf
-        return fastest if chosen_change - change[fastest] > self.margin else chosen
+        return fastest if change[chosen] - change[fastest] > self.margin else chosen
 
 
 def greedy_walk(view: GraphView, policy, passes: int = 1, seconds: float = None) -> GreedyWalk:

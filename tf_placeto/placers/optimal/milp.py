@@ -183,22 +183,24 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     lag = np.minimum(timing.lag_us[:, None], problem.compute_us[src]) / ceiling
     head, rest = (chain / ceiling for chain in _chains_us(problem, timing))
     order = run_order(problem, timing)
-    every_src, every_dst, nbytes, _ = problem.all_edges()     # forward, then feedback
-    y, (first, second) = _crossings(program, problem, x, every_src, every_dst)
-    crossing = latency_crossings_us(problem, nbytes[:, None], problem.all_edge_tensors()[:, None],
-                                    first[None, :], second[None, :])
+    edges = problem.all_edges()     # forward, then feedback
+    y, (first, second) = _crossings(program, problem, x, *edges[:2])
+    crossing = latency_crossings_us(problem, edges[2][:, None],
+                                    problem.all_edge_tensors()[:, None], first[None, :],
+                                    second[None, :])
+    received = crossing.copy_us + problem.all_edge_input_us()[:, None]   # (edge, pair)
     big = 1.0 + MIP_REL_GAP
     start = program.variables(n, lower=head)
     makespan = program.variables(1, upper=big)
     free = program.variables((n - 1, n_devices))
-    occupied = _occupied(program, problem, x, y, crossing, ceiling)
+    occupied = _occupied(program, x, y, edges, compute, crossing.copy_us, received,
+                         problem.all_edge_input_us(), ceiling)
     forward = len(src)
     program.constrain(np.zeros(forward), (1.0, start[dst]), (-1.0, start[src]),
                       (-lag, x[src]), (-crossing.path_us[:forward] / ceiling, y[:forward]))
     program.constrain(np.zeros(n), (1.0, makespan), (-1.0, start), (-1.0, occupied))
     program.constrain(rest, (1.0, makespan), (-1.0, start))
     devices = np.arange(n_devices)[:, None, None]
-    received = crossing.copy_us + problem.all_edge_input_us()[:, None]
     crossings_there = (crossing.copy_us * (first == devices)
                        + received * (second == devices)).reshape(n_devices, -1)
     program.constrain(np.zeros(n_devices), (1.0, makespan), (-compute.T, x.T),
@@ -222,28 +224,26 @@ def _latency_rows(program: Program, problem: PlacementProblem, x: np.ndarray,
     return total
 
 
-def _occupied(program: Program, problem: PlacementProblem, x: np.ndarray, y: np.ndarray,
-              crossing, ceiling: float) -> np.ndarray:
-    """occupied[g]: at least group g's time on its device (objectives.latency_objective_us):
-    its compute, the copies of its edges that cross (sent[e], received[e]: at least what
-    edge e's pair of y costs its sender and its receiver) and its ops' remote extra, the
-    part paid per input summed over its edges that cross, the part paid once per op at
-    least any of theirs (once[g]); in units of `ceiling`."""
-    n = problem.n_groups
-    src, dst, _, extra = problem.all_edges()
-    per_input = problem.all_edge_input_us()
-    scale = 1.0 / ceiling
+def _occupied(program: Program, x: np.ndarray, y: np.ndarray, edges: tuple,
+              compute: np.ndarray, sent_us: np.ndarray, received_us: np.ndarray,
+              input_us: np.ndarray, ceiling: float) -> np.ndarray:
+    """occupied[g]: at least group g's time on its device (objectives.latency_objective_us),
+    in units of `ceiling`: its compute (`compute`, already in them), what its edges
+    (`edges`, problem.all_edges()) that cross take there as the pair of y says (sent_us at
+    the sender, its copies; received_us at the receiver, its copies and the remote extra
+    paid per input, `input_us` of the edge's extra; both per edge and pair), and its ops'
+    remote extra paid once per op, at least any of its crossing edges' (once[g])."""
+    n = len(compute)
+    src, dst, _, extra = edges
+    once_us = extra - input_us
     sent, received = program.variables(len(src)), program.variables(len(src))
     once = program.variables(n)
-    program.constrain(np.zeros(len(src)), (1.0, sent), (-crossing.copy_us * scale, y))
-    program.constrain(np.zeros(len(src)), (1.0, received),
-                      (-(crossing.copy_us + per_input[:, None]) * scale, y))
-    program.constrain(np.zeros(len(src)), (1.0, once[dst]),
-                      (-((extra - per_input) * scale)[:, None], y))
+    program.constrain(np.zeros(len(src)), (1.0, sent), (-sent_us / ceiling, y))
+    program.constrain(np.zeros(len(src)), (1.0, received), (-received_us / ceiling, y))
+    program.constrain(np.zeros(len(src)), (1.0, once[dst]), (-once_us[:, None] / ceiling, y))
     occupied = program.variables(n)
     into = (dst[None, :] == np.arange(n)[:, None]).astype(np.float64)
     out_of = (src[None, :] == np.arange(n)[:, None]).astype(np.float64)
-    compute = np.where(problem.allowed, problem.compute_us, 0.0) * scale
     program.constrain(np.zeros(n), (1.0, occupied), (-compute, x), (-1.0, once),
                       (-into, np.broadcast_to(received, into.shape)),
                       (-out_of, np.broadcast_to(sent, out_of.shape)))
